@@ -1,0 +1,15 @@
+"""skprior: better class probabilities from any classifier, using the class prior.
+
+scikit-learn compatible meta-estimators that post-process ``predict_proba``, and
+the pure array functions behind them for users who hold model outputs only.
+"""
+
+from skprior._can import CANClassifier, alternating_normalization, topk_entropy
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "CANClassifier",
+    "alternating_normalization",
+    "topk_entropy",
+]

@@ -1,0 +1,285 @@
+"""What every skprior wrapper shares.
+
+A wrapper holds a probabilistic classifier, learns the training class prior in
+``fit`` and post-processes ``predict_proba``. This module carries the parts that
+do not depend on the post-processing: how the inner model is fitted (or, when it
+is fitted already, never refitted), how the training prior is counted, the
+scikit-learn protocol (``classes_``, ``predict``, tags, ``clone``).
+"""
+
+import dataclasses
+from abc import ABCMeta, abstractmethod
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import get_tags, indexable
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    has_fit_parameter,
+)
+
+from skprior._sklearn_compat import HasMethods, _check_sample_weight, _fit_context
+from skprior._validation import check_prior, check_proba
+
+
+def is_fitted(estimator):
+    """Return whether ``estimator`` is fitted, by scikit-learn's own test."""
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+def encode_labels(y, classes):
+    """Map labels ``y`` to their positions in ``classes``.
+
+    Raises a ``ValueError`` naming the labels that ``classes`` does not hold.
+    """
+    position = {label: i for i, label in enumerate(classes)}
+    uniques, inverse = np.unique(y, return_inverse=True)
+    unknown = [label for label in uniques if label not in position]
+    if unknown:
+        raise ValueError(
+            f"y contains labels {unknown[:10]} that the classifier was not fitted "
+            f"on; its classes_ are {list(classes)[:20]}. Pass only labels the "
+            f"model knows, or refit the model on data that has them."
+        )
+    return np.array([position[label] for label in uniques], dtype=np.intp)[inverse]
+
+
+def class_frequencies(y_index, n_classes, sample_weight=None):
+    """Weighted frequencies of the encoded labels ``y_index`` (sum to one)."""
+    counts = np.bincount(y_index, weights=sample_weight, minlength=n_classes)
+    total = counts.sum()
+    if total <= 0:
+        raise ValueError("sample_weight sums to zero: no class prior can be counted.")
+    return counts / total
+
+
+class BasePriorClassifier(
+    ClassifierMixin, MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta
+):
+    """Base class for the wrappers that post-process ``predict_proba``.
+
+    Subclasses implement ``_adjust_proba(proba)`` and may extend
+    ``_fit_post_hoc(X, y_index, sample_weight)``; everything else is here.
+
+    The inner model, ``estimator``, is handled as scikit-learn's
+    ``FrozenEstimator`` would handle it when it is already fitted: used as it
+    is, never refitted -- not by ``fit``, not after ``clone`` (which wraps it in
+    ``FrozenEstimator``), not in ``Pipeline`` or ``GridSearchCV``. An unfitted
+    model is cloned and fitted in ``fit``; ``None`` means
+    ``LogisticRegression()``.
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict_proba"]), None],
+        "train_prior": ["array-like", None],
+    }
+
+    def __init__(self, estimator=None, *, train_prior=None):
+        self.estimator = estimator
+        self.train_prior = train_prior
+
+    # -- the inner model ---------------------------------------------------------
+
+    def _get_estimator(self):
+        return LogisticRegression() if self.estimator is None else self.estimator
+
+    def _fit_estimator(self, X, y, sample_weight):
+        """Return the fitted inner model: the given one if fitted, else a clone."""
+        estimator = self._get_estimator()
+        if isinstance(estimator, FrozenEstimator) or is_fitted(estimator):
+            return estimator
+        fit_params = {}
+        if sample_weight is not None:
+            if not has_fit_parameter(estimator, "sample_weight"):
+                raise ValueError(
+                    f"sample_weight was given but {type(estimator).__name__}.fit "
+                    f"does not accept it. Fit the model yourself and pass the "
+                    f"fitted model, or drop sample_weight."
+                )
+            fit_params["sample_weight"] = sample_weight
+        return clone(estimator).fit(X, y, **fit_params)
+
+    def _is_transductive(self):
+        """Whether a row's output depends on the other rows of the batch."""
+        return False
+
+    # -- fit -----------------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the inner model if needed, and learn the training class prior.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data. When the inner model is already fitted this should be held-out
+            data; it is only passed to the inner model's prediction methods.
+        y : array-like of shape (n_samples,)
+            Labels, all of them among the inner model's ``classes_``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples, for the inner model's ``fit`` (when it is
+            fitted here), the training prior and the post-hoc fit.
+
+        Returns
+        -------
+        self : object
+            The fitted wrapper.
+        """
+        X, y = indexable(X, y)
+        y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        check_consistent_length(X, y)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, y)
+
+        self.estimator_ = self._fit_estimator(X, y, sample_weight)
+        classes = self.estimator_.classes_
+        y_index = encode_labels(y, classes)
+        if self.train_prior is None:
+            self.train_prior_ = class_frequencies(y_index, len(classes), sample_weight)
+        else:
+            self.train_prior_ = check_prior(
+                self.train_prior, len(classes), name="train_prior"
+            )
+        for attribute in ("n_features_in_", "feature_names_in_"):
+            if hasattr(self.estimator_, attribute):
+                setattr(self, attribute, getattr(self.estimator_, attribute))
+        self._fit_post_hoc(X, y_index, sample_weight)
+        return self
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        """Learn what the post-processing needs beyond the prior (a hook)."""
+
+    # -- prediction ------------------------------------------------------------------
+
+    @property
+    def classes_(self):
+        """ndarray of shape (n_classes,): the class labels of the inner model."""
+        return self.estimator_.classes_
+
+    def _inner_proba(self, X):
+        """The inner model's probabilities for ``X``, validated."""
+        proba = self.estimator_.predict_proba(X)
+        name = f"{type(self.estimator_).__name__}.predict_proba(X)"
+        proba = check_proba(proba, name=name, min_classes=1)
+        if proba.shape[1] != len(self.classes_):
+            raise ValueError(
+                f"{name} has {proba.shape[1]} columns but the model has "
+                f"{len(self.classes_)} classes."
+            )
+        return proba
+
+    @abstractmethod
+    def _adjust_proba(self, proba):
+        """Post-process the inner probabilities (each subclass's own rule)."""
+
+    def predict_proba(self, X):
+        """Post-processed class probabilities for ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities in the order of ``classes_``; rows sum to one.
+        """
+        check_is_fitted(self)
+        return self._adjust_proba(self._inner_proba(X))
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (``-inf`` where it is exactly 0).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Log-probabilities in the order of ``classes_``.
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """The class with the highest post-processed probability.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Predicted labels, taken from ``classes_``.
+        """
+        check_is_fitted(self)
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    # -- scikit-learn protocol ---------------------------------------------------------
+
+    def __sklearn_clone__(self):
+        # A fitted inner model is handed on frozen, so that the clone uses it as
+        # it is: the default clone would copy its parameters only, and the
+        # clone's fit would then refit it on whatever data it is given.
+        params = self.get_params(deep=False)
+        estimator = params.get("estimator")
+        if (
+            estimator is not None
+            and not isinstance(estimator, FrozenEstimator)
+            and is_fitted(estimator)
+        ):
+            params["estimator"] = FrozenEstimator(estimator)
+        return type(self)(**{k: clone(v, safe=False) for k, v in params.items()})
+
+    def set_params(self, **params):
+        """Set the parameters of this wrapper (see ``BaseEstimator.set_params``).
+
+        Setting a parameter of an inner model that is already fitted
+        (``estimator__C=...``) is refused: it would change the model's
+        parameters without refitting it. Pass an unfitted model to tune its
+        parameters, or ``clone`` the wrapper (the clone holds the fitted model
+        frozen, and ``FrozenEstimator`` refuses the same).
+        """
+        nested = [key for key in params if key.startswith("estimator__")]
+        if (
+            nested
+            and "estimator" not in params
+            and self.estimator is not None
+            and not isinstance(self.estimator, FrozenEstimator)
+            and is_fitted(self.estimator)
+        ):
+            raise ValueError(
+                f"Cannot set {nested} on an estimator that is already fitted: the "
+                f"model would keep its fitted state and silently ignore them. "
+                f"Wrap an unfitted model to tune its parameters."
+            )
+        return super().set_params(**params)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner_tags = get_tags(self._get_estimator())
+        # Ask scikit-learn's checks the questions the inner model can answer.
+        tags.input_tags = dataclasses.replace(inner_tags.input_tags)
+        if inner_tags.classifier_tags is not None:
+            tags.classifier_tags.poor_score = inner_tags.classifier_tags.poor_score
+        # scikit-learn has no "transductive" tag. ``non_deterministic`` is the
+        # tag its checks read to skip the subset- and order-invariance tests,
+        # which a batch-dependent method cannot pass by design.
+        tags.non_deterministic = inner_tags.non_deterministic or self._is_transductive()
+        return tags

@@ -1,0 +1,521 @@
+"""CAN: Classification with Alternating Normalization (Jia et al., 2021).
+
+Pure array functions first (:func:`topk_entropy`, :func:`alternating_normalization`),
+then the estimator :class:`CANClassifier` that calls them.
+
+How the fast forms follow from the per-row algorithm
+----------------------------------------------------
+For one low-confidence row ``b`` and the confident block ``A0`` (n x m), each of
+the ``d`` iterations raises ``L = [A; b]`` to the power ``alpha``, divides every
+column by its sum and then multiplies by the prior ``q`` and divides every row by
+its sum.
+
+* ``d = 1``: the column sums are ``C + b**alpha`` with ``C = sum_i A0_i**alpha``,
+  so the corrected row is ``q * b**alpha / (C + b**alpha)``, renormalised.
+  ``C`` is shared by every low-confidence row: O((n + U) m) in all.
+* ``d > 1``: by induction the confident block after ``t`` iterations is a row-
+  and column-scaled copy of ``A0**(alpha**t)``: ``A_t = diag(u) R_t diag(v)``.
+  One iteration needs the column sums ``v**alpha * (R_{t+1}^T u**alpha)`` and the
+  new row scale ``u' = 1 / (R_{t+1} h)`` with ``h = v**alpha q / colsum``, so
+  all low-confidence rows advance together by two matrix products. ``u`` and
+  ``v`` are kept in logs and ``R_0`` is scaled so that every row and column has
+  maximum 1, so that no power ``alpha**t`` over- or underflows a whole row or
+  column.
+
+Division of a column whose sum is 0 (no row gives the class any probability)
+gives 0, as ``0 * log 0 = 0`` does in the entropy.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import logsumexp
+
+from skprior._base import BasePriorClassifier
+from skprior._sklearn_compat import Interval, StrOptions
+from skprior._validation import check_int, check_prior, check_proba, check_real
+
+UNCERTAINTY_KINDS = ("renormalized", "unrenormalized", "max_over_k")
+
+# Rows are processed in chunks so that the (chunk x n_reference) work arrays of
+# the d > 1 iteration stay near 32 MB each.
+_CHUNK_ELEMENTS = 2**22
+
+
+def _entropy_terms(p):
+    """``-p * log(p)`` with ``0 * log 0 = 0``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(p > 0, -p * np.log(np.where(p > 0, p, 1)), 0.0)
+
+
+def _renormalized_topk_entropy(top):
+    """Entropy of the rows of ``top`` renormalised, divided by log k."""
+    top = top / top.sum(axis=1, keepdims=True)
+    return _entropy_terms(top).sum(axis=1) / np.log(top.shape[1])
+
+
+def _check_uncertainty_args(k, n_classes, kind):
+    k = check_int(k, "k", low=2)
+    if k > n_classes:
+        raise ValueError(
+            f"k={k} is larger than the number of classes ({n_classes}); "
+            f"choose k between 2 and {n_classes}."
+        )
+    if kind not in UNCERTAINTY_KINDS:
+        raise ValueError(f"uncertainty must be one of {UNCERTAINTY_KINDS}, got {kind!r}.")
+    return k
+
+
+def _topk_entropy(proba, k, kind):
+    """Uncertainty of validated float rows (no checks)."""
+    n_classes = proba.shape[1]
+    if kind == "max_over_k":
+        ordered = -np.sort(-proba.astype(np.float64), axis=1)
+        mass = np.cumsum(ordered, axis=1)[:, 1:]
+        plogp = -np.cumsum(_entropy_terms(ordered), axis=1)[:, 1:]
+        # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
+        entropy = np.log(mass) - plogp / mass
+        return np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1)
+    top = np.partition(proba, n_classes - k, axis=1)[:, n_classes - k :]
+    top = top.astype(np.float64)
+    if kind == "renormalized":
+        return _renormalized_topk_entropy(top)
+    return _entropy_terms(top).sum(axis=1) / np.log(n_classes)
+
+
+def topk_entropy(proba, k=3, *, kind="renormalized"):
+    r"""Uncertainty of each prediction: the normalised entropy of its top k classes.
+
+    Three definitions are in use for CAN (Jia et al., 2021):
+
+    ``"renormalized"`` (default; Su's write-up)
+        The k largest probabilities renormalised to sum to one, entropy divided
+        by :math:`\log k`:
+        :math:`u = -\sum_{j \le k} \tilde p_j \log \tilde p_j / \log k`,
+        :math:`\tilde p_j = p_{(j)} / \sum_{l \le k} p_{(l)}`.
+    ``"unrenormalized"`` (the paper's text)
+        :math:`u = -\sum_{j \le k} p_{(j)} \log p_{(j)} / \log m`.
+    ``"max_over_k"`` (the paper's code)
+        The maximum of the renormalised form over every :math:`k = 2, \dots, m`;
+        the argument ``k`` is then not used.
+
+    All lie in [0, 1]; ``0 log 0 = 0``, so exact zeros give no NaN.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Class probabilities; rows sum to one.
+    k : int, default=3
+        Number of top classes, ``2 <= k <= n_classes``.
+    kind : {"renormalized", "unrenormalized", "max_over_k"}, default="renormalized"
+        Which definition.
+
+    Returns
+    -------
+    uncertainty : ndarray of shape (n_samples,)
+        Values in [0, 1]; 1 is most uncertain.
+
+    References
+    ----------
+    .. [1] Jia, Liu, Ren, Wang, Ma, Bao, Wang and Lin, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+    .. [2] Su Jianlin, "CAN: a simple post-processing trick that uses the prior
+       distribution to improve classification" (in Chinese), kexue.fm, 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import topk_entropy
+    >>> topk_entropy(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]), k=2)
+    array([0., 1.])
+    """
+    proba = check_proba(proba)
+    k = _check_uncertainty_args(k, proba.shape[1], kind)
+    return _topk_entropy(proba, k, kind)
+
+
+def _low_confidence(proba, k, tau, kind):
+    """Boolean mask of the rows whose uncertainty is at least ``tau``."""
+    n_samples, n_classes = proba.shape
+    if kind != "renormalized" or n_samples == 0:
+        return _topk_entropy(proba, k, kind) >= tau
+    # Screen with the top probability p1 alone: among k values with largest share
+    # r >= 1/k the entropy is at most that of r and (1 - r)/(k - 1) each, which
+    # decreases in r, and the renormalised share is r >= p1. Rows this bound
+    # proves confident skip the (comparatively slow) partial sort.
+    top1 = proba.max(axis=1).astype(np.float64)
+    r = np.clip(top1, 1.0 / k, 1.0)
+    rest = (1 - r) / (k - 1)
+    bound = (_entropy_terms(r) + (k - 1) * _entropy_terms(rest)) / np.log(k)
+    candidates = np.flatnonzero(bound >= tau - 1e-9)
+    low = np.zeros(n_samples, dtype=bool)
+    if candidates.size:
+        low[candidates] = _topk_entropy(proba[candidates], k, kind) >= tau
+    return low
+
+
+def _column_sums_of_powers(rows, alpha):
+    """``sum_i rows_i ** alpha`` in float64."""
+    if alpha == 1:
+        return rows.sum(axis=0, dtype=np.float64)
+    return (rows.astype(np.float64) ** alpha).sum(axis=0)
+
+
+def _safe_ratio(numerator, denominator):
+    """``numerator / denominator`` with ``0 / 0 = 0``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / denominator, 0.0)
+
+
+def _can_one_step(rows, reference_column_sums, prior, alpha):
+    """Closed form of CAN with one iteration, for every row at once."""
+    rows_alpha = rows.astype(np.float64) ** alpha
+    corrected = prior * _safe_ratio(rows_alpha, reference_column_sums + rows_alpha)
+    return corrected / corrected.sum(axis=1, keepdims=True)
+
+
+def _can_iterated(rows, reference, prior, alpha, n_iter):
+    """CAN with ``n_iter`` iterations, all rows advanced together.
+
+    See the module docstring for the factored form ``A_t = diag(u) R_t diag(v)``.
+    """
+    reference = reference.astype(np.float64)
+    row_max = reference.max(axis=1)
+    scaled = reference / row_max[:, None]
+    col_max = scaled.max(axis=0)
+    col_max = np.where(col_max > 0, col_max, 1.0)
+    base = scaled / col_max
+    log_u0 = np.log(row_max)[None, :]
+    with np.errstate(divide="ignore"):
+        log_v0 = np.log(col_max)[None, :]
+        log_prior = np.log(prior)[None, :]
+
+    # R_{t+1} = R_t ** alpha for t = 0..n_iter-1, shared by every row.
+    powers = []
+    current = base
+    for _ in range(n_iter):
+        current = current if alpha == 1 else current**alpha
+        powers.append(current)
+
+    n_reference = reference.shape[0]
+    chunk = max(1, _CHUNK_ELEMENTS // max(n_reference, rows.shape[1]))
+    out = np.empty(rows.shape, dtype=np.float64)
+    for start in range(0, rows.shape[0], chunk):
+        block = rows[start : start + chunk].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[start : start + chunk] = _iterate_block(
+                block, powers, log_u0, log_v0, log_prior, alpha
+            )
+    return out
+
+
+def _iterate_block(block, powers, log_u, log_v, log_prior, alpha):
+    """Run the CAN iterations for one chunk of low-confidence rows (in logs)."""
+    log_b = np.log(block)
+    n_iter = len(powers)
+    for t, power in enumerate(powers):
+        scaled_u = alpha * log_u
+        shift = scaled_u.max(axis=1, keepdims=True)
+        log_col_ref = (
+            np.log(np.exp(scaled_u - shift) @ power) + shift + alpha * log_v
+        )
+        log_b_alpha = alpha * log_b
+        log_col = np.logaddexp(log_col_ref, log_b_alpha)
+        empty = np.isneginf(log_col)  # 0 / 0 = 0
+        log_col = np.where(empty, 0.0, log_col)
+        log_b = np.where(empty, -np.inf, log_b_alpha + log_prior - log_col)
+        log_b = log_b - logsumexp(log_b, axis=1, keepdims=True)
+        if t + 1 < n_iter:
+            log_h = np.where(empty, -np.inf, alpha * log_v + log_prior - log_col)
+            h_shift = log_h.max(axis=1, keepdims=True)
+            log_u = -np.log(np.exp(log_h - h_shift) @ power.T) - h_shift
+            log_v = log_h
+    return np.exp(log_b)
+
+
+def alternating_normalization(
+    proba,
+    prior,
+    *,
+    k=3,
+    tau=0.9,
+    alpha=1.0,
+    n_iter=1,
+    reference=None,
+    uncertainty="renormalized",
+):
+    r"""Correct low-confidence predictions with CAN (alternating normalization).
+
+    Rows whose top-k uncertainty (:func:`topk_entropy`) is below ``tau`` are
+    confident: they are returned unchanged and form the matrix :math:`A_0`. Each
+    low-confidence row :math:`b_0` is then corrected on its own, against
+    :math:`A_0` and the training prior :math:`q`:
+
+    .. math::
+
+        L_0 = \begin{bmatrix} A_0 \\ b_0 \end{bmatrix}, \qquad
+        S_t = \Lambda_c\bigl(L_t^{\alpha}\bigr), \qquad
+        L_{t+1} = \Lambda_r\bigl(S_t \operatorname{diag}(q)\bigr),
+
+    where :math:`\Lambda_c` divides each column by its sum and :math:`\Lambda_r`
+    each row; after ``n_iter`` steps the last row of :math:`L` is the output.
+    For one step this is :math:`b' \propto q \odot b^{\alpha} \oslash
+    (\sum_i A_{0,i}^{\alpha} + b^{\alpha})`, which is how it is computed;
+    for more steps all rows advance together by matrix products (see the
+    module's notes). The result equals the one-row-at-a-time loop to rounding.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Class probabilities; rows sum to one. float32 stays float32 (the
+        arithmetic is done in float64).
+    prior : array-like of shape (n_classes,)
+        Training class prior :math:`q`, strictly positive, summing to one.
+    k : int, default=3
+        Number of top classes in the uncertainty, ``2 <= k <= n_classes``.
+    tau : float, default=0.9
+        Uncertainty threshold in [0, 1]: rows with uncertainty ``>= tau`` are
+        corrected.
+    alpha : float, default=1.0
+        Power :math:`\alpha > 0` applied before each column normalisation.
+    n_iter : int, default=1
+        Number of alternating normalisation steps :math:`d \geq 1`.
+    reference : array-like of shape (n_reference, n_classes), default=None
+        Where the confident rows :math:`A_0` come from: ``None`` takes them from
+        ``proba`` itself (transductive, as in the paper); an array takes the
+        confident rows of ``reference`` (for example, predictions on held-out
+        data), so that every row of ``proba`` is treated on its own.
+    uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
+            default="renormalized"
+        Definition of the uncertainty, see :func:`topk_entropy`.
+
+    Returns
+    -------
+    proba_can : ndarray of shape (n_samples, n_classes)
+        A new array: confident rows equal to the input, the others corrected.
+
+    Warns
+    -----
+    UserWarning
+        When there are low-confidence rows but no confident reference row. The
+        formula then returns the prior (restricted to the classes that a row
+        gives non-zero probability) for every low-confidence row; lower ``tau``
+        or pass a ``reference`` to avoid it.
+
+    Notes
+    -----
+    A class whose column in :math:`L^\alpha` sums to zero keeps probability 0
+    (``0 / 0 = 0``). CAN with :math:`d \to \infty` on the whole batch is
+    Sinkhorn matrix scaling; ReMixMatch's distribution alignment is the case
+    :math:`d = 1, \alpha = 1`.
+
+    References
+    ----------
+    .. [1] Jia, Liu, Ren, Wang, Ma, Bao, Wang and Lin, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+    .. [2] Su Jianlin, "CAN: a simple post-processing trick that uses the prior
+       distribution to improve classification" (in Chinese), kexue.fm, 2021.
+
+    Examples
+    --------
+    The paper's teaser: one confident row [0, 1] pulls an undecided row towards
+    the other class.
+
+    >>> import numpy as np
+    >>> from skprior import alternating_normalization
+    >>> proba = np.array([[0.0, 1.0], [0.5, 0.5]])
+    >>> alternating_normalization(proba, [0.5, 0.5], k=2)
+    array([[0.  , 1.  ],
+           [0.75, 0.25]])
+    """
+    proba = check_proba(proba)
+    n_classes = proba.shape[1]
+    prior = check_prior(prior, n_classes, name="prior", positive=True)
+    k = _check_uncertainty_args(k, n_classes, uncertainty)
+    tau = check_real(tau, "tau", low=0, high=1)
+    alpha = check_real(alpha, "alpha", low=0, closed="neither")
+    n_iter = check_int(n_iter, "n_iter", low=1)
+    if reference is not None:
+        reference = check_proba(reference, name="reference")
+        if reference.shape[1] != n_classes:
+            raise ValueError(
+                f"reference has {reference.shape[1]} columns but proba has "
+                f"{n_classes}; both must list the same classes."
+            )
+
+    low = _low_confidence(proba, k, tau, uncertainty)
+    if reference is None:
+        confident_reference = proba[~low]
+    else:
+        confident_reference = reference[~_low_confidence(reference, k, tau, uncertainty)]
+    result = proba.copy()
+    if not low.any():
+        return result
+    if confident_reference.shape[0] == 0:
+        warnings.warn(
+            f"CAN found {int(low.sum())} low-confidence rows but no confident "
+            f"reference row (uncertainty < tau={tau}); every low-confidence row is "
+            f"replaced by the prior. Lower tau, or use a reference set (the "
+            f"`reference` argument, or reference='fit' in CANClassifier).",
+            UserWarning,
+            stacklevel=2,
+        )
+    rows = proba[low]
+    if n_iter == 1:
+        column_sums = _column_sums_of_powers(confident_reference, alpha)
+        corrected = _can_one_step(rows, column_sums, prior, alpha)
+    else:
+        corrected = _can_iterated(rows, confident_reference, prior, alpha, n_iter)
+    result[low] = corrected
+    return result
+
+
+class CANClassifier(BasePriorClassifier):
+    """Classification with Alternating Normalization around any classifier.
+
+    Learns the training class prior in ``fit`` and corrects the low-confidence
+    rows of ``predict_proba`` with :func:`alternating_normalization`. The inner
+    model is fitted in ``fit`` if it is not fitted yet; a fitted model is used as
+    it is and never refitted (also under ``clone``, ``Pipeline`` and
+    ``GridSearchCV``), so that ``k``, ``tau``, ``alpha`` and ``n_iter`` can be
+    tuned on held-out data at the cost of predictions only.
+
+    Parameters
+    ----------
+    estimator : classifier, default=None
+        Any classifier with ``predict_proba``, fitted or not.
+        ``None`` means ``LogisticRegression()``.
+    k : int, default=3
+        Number of top classes in the uncertainty, ``2 <= k <= n_classes``.
+    tau : float, default=0.9
+        Rows with uncertainty ``>= tau`` (in [0, 1]) are corrected.
+    alpha : float, default=1.0
+        Power before each column normalisation, ``alpha > 0``.
+    n_iter : int, default=1
+        Number of alternating normalisation steps ``d >= 1``.
+    reference : {"batch", "fit"}, default="batch"
+        Where the confident rows come from. ``"batch"``: the batch given to
+        ``predict_proba`` (transductive, as in the paper's ImageNet runs: a
+        row's output depends on the other rows of the batch). ``"fit"``: the
+        confident predictions on the data seen in ``fit`` (inductive, as in the
+        paper's DialogRE runs; a single sample can be predicted). With ``"fit"``
+        the data given to ``fit`` should be held out from the model's training.
+    uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
+            default="renormalized"
+        Definition of the uncertainty, see :func:`topk_entropy`.
+    train_prior : array-like of shape (n_classes,), default=None
+        The training prior. ``None`` counts the (weighted) label frequencies of
+        ``y`` in ``fit``; give it when ``fit`` sees held-out data whose label
+        frequencies differ from the training data's.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted inner model (the given one itself when it was fitted).
+    train_prior_ : ndarray of shape (n_classes,)
+        The training prior used as ``q``.
+    reference_proba_ : ndarray of shape (n_fit_samples, n_classes)
+        The inner model's probabilities on the ``fit`` data; only with
+        ``reference="fit"``.
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, from the inner model.
+    n_features_in_ : int
+        Number of features, when the inner model has it.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names, when the inner model has them.
+
+    See Also
+    --------
+    alternating_normalization : The array function behind ``predict_proba``.
+
+    Notes
+    -----
+    With ``reference="batch"`` the method is transductive. scikit-learn has no
+    tag for that; the estimator declares ``non_deterministic=True`` in its tags,
+    which is what makes scikit-learn's common checks skip the subset-invariance
+    test that such a method fails by design.
+
+    References
+    ----------
+    .. [1] Jia, Liu, Ren, Wang, Ma, Bao, Wang and Lin, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.model_selection import train_test_split
+    >>> from skprior import CANClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
+    >>> model = LogisticRegression(max_iter=2000).fit(X_train, y_train)
+    >>> can = CANClassifier(model).fit(X_train, y_train)  # model is not refitted
+    >>> can.predict_proba(X_test).shape
+    (450, 10)
+    """
+
+    _parameter_constraints: dict = {
+        **BasePriorClassifier._parameter_constraints,
+        "k": [Interval(Integral, 2, None, closed="left")],
+        "tau": [Interval(Real, 0, 1, closed="both")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "reference": [StrOptions({"batch", "fit"})],
+        "uncertainty": [StrOptions(set(UNCERTAINTY_KINDS))],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        k=3,
+        tau=0.9,
+        alpha=1.0,
+        n_iter=1,
+        reference="batch",
+        uncertainty="renormalized",
+        train_prior=None,
+    ):
+        self.estimator = estimator
+        self.k = k
+        self.tau = tau
+        self.alpha = alpha
+        self.n_iter = n_iter
+        self.reference = reference
+        self.uncertainty = uncertainty
+        self.train_prior = train_prior
+
+    def _is_transductive(self):
+        return self.reference == "batch"
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        n_classes = len(self.classes_)
+        _check_uncertainty_args(self.k, n_classes, self.uncertainty)
+        if np.any(self.train_prior_ == 0):
+            missing = self.classes_[self.train_prior_ == 0].tolist()
+            raise ValueError(
+                f"The classes {missing} have no samples in y (weight 0), so their "
+                f"training prior is 0 and CAN would divide by it. Pass "
+                f"train_prior= (the model's training class frequencies)."
+            )
+        if self.reference == "fit":
+            self.reference_proba_ = self._inner_proba(X)
+        elif hasattr(self, "reference_proba_"):
+            del self.reference_proba_
+
+    def _adjust_proba(self, proba):
+        reference = self.reference_proba_ if self.reference == "fit" else None
+        return alternating_normalization(
+            proba,
+            self.train_prior_,
+            k=self.k,
+            tau=self.tau,
+            alpha=self.alpha,
+            n_iter=self.n_iter,
+            reference=reference,
+            uncertainty=self.uncertainty,
+        )

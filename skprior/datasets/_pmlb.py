@@ -1,0 +1,52 @@
+"""Loader for the PMLB datasets shipped in ``skprior/datasets/data``."""
+
+import csv
+import gzip
+from importlib import resources
+
+import numpy as np
+
+SHIPPED_DATASETS = ("letter", "vowel")
+
+
+def load_pmlb(name):
+    """Load a PMLB multiclass dataset shipped with skprior.
+
+    Parameters
+    ----------
+    name : {"letter", "vowel"}
+        ``"letter"``: UCI Letter Recognition (Frey & Slate, 1991), 20,000 rows,
+        16 features, 26 classes. ``"vowel"``: UCI Vowel (Deterding), 990 rows,
+        13 features, 11 classes.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), dtype float64
+        Features.
+    y : ndarray of shape (n_samples,), dtype int64
+        Labels as found in the file (not always contiguous from 0).
+
+    Notes
+    -----
+    Files from PMLB (Romano et al., "PMLB v1.0", arXiv:2012.00058), MIT licence,
+    ``EpistasisLab/pmlb`` ``datasets/<name>/<name>.tsv.gz``; see
+    ``skprior/datasets/data/README.md``.
+
+    Examples
+    --------
+    >>> from skprior.datasets import load_pmlb
+    >>> X, y = load_pmlb("vowel")
+    >>> X.shape, len(set(y))
+    ((990, 13), 11)
+    """
+    if name not in SHIPPED_DATASETS:
+        raise ValueError(f"Unknown dataset {name!r}; choose one of {SHIPPED_DATASETS}.")
+    path = resources.files("skprior.datasets") / "data" / f"{name}.tsv.gz"
+    with path.open("rb") as raw, gzip.open(raw, "rt") as text:
+        reader = csv.reader(text, delimiter="\t")
+        header = next(reader)
+        table = np.array([row for row in reader], dtype=np.float64)
+    target = header.index("target")
+    X = np.delete(table, target, axis=1)
+    y = table[:, target].astype(np.int64)
+    return X, y

@@ -1,0 +1,31 @@
+"""Shared fixtures: the real model outputs and datasets copied into benchmarks/data."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+
+
+def load_model_outputs(name):
+    """Stored softmax outputs and labels of a CIFAR network (netcal or cleanlab)."""
+    if name == "cleanlab-cifar-10":
+        folder = DATA / "model_outputs"
+        proba = np.load(folder / "cleanlab_cifar10_test_pyx.npy")
+        labels = np.load(folder / "cleanlab_cifar10_test_labels.npy")
+        return proba, labels
+    stored = np.load(DATA / "model_outputs" / f"netcal_{name}.npz")
+    return stored["predictions"], stored["ground_truth"]
+
+
+@pytest.fixture(scope="session")
+def cifar100():
+    """(proba, labels) of WideResNet-16-4 on the CIFAR-100 test set, float32."""
+    return load_model_outputs("wideresnet-16-4-cifar-100")
+
+
+@pytest.fixture(scope="session")
+def cifar10():
+    """(proba, labels) of WideResNet-16-4 on the CIFAR-10 test set, float32."""
+    return load_model_outputs("wideresnet-16-4-cifar-10")
