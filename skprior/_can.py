@@ -30,7 +30,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import entr, logsumexp
 
 from skprior._base import BasePriorClassifier
 from skprior._sklearn_compat import Interval, StrOptions
@@ -43,16 +43,13 @@ UNCERTAINTY_KINDS = ("renormalized", "unrenormalized", "max_over_k")
 _CHUNK_ELEMENTS = 2**22
 
 
-def _entropy_terms(p):
-    """``-p * log(p)`` with ``0 * log 0 = 0``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(p > 0, -p * np.log(np.where(p > 0, p, 1)), 0.0)
-
-
 def _renormalized_topk_entropy(top):
-    """Entropy of the rows of ``top`` renormalised, divided by log k."""
+    """Entropy of the rows of ``top`` renormalised, divided by log k.
+
+    ``scipy.special.entr`` is ``-x log x`` with ``entr(0) = 0``.
+    """
     top = top / top.sum(axis=1, keepdims=True)
-    return _entropy_terms(top).sum(axis=1) / np.log(top.shape[1])
+    return entr(top).sum(axis=1) / np.log(top.shape[1])
 
 
 def _check_uncertainty_args(k, n_classes, kind):
@@ -63,7 +60,9 @@ def _check_uncertainty_args(k, n_classes, kind):
             f"choose k between 2 and {n_classes}."
         )
     if kind not in UNCERTAINTY_KINDS:
-        raise ValueError(f"uncertainty must be one of {UNCERTAINTY_KINDS}, got {kind!r}.")
+        raise ValueError(
+            f"uncertainty must be one of {UNCERTAINTY_KINDS}, got {kind!r}."
+        )
     return k
 
 
@@ -73,7 +72,7 @@ def _topk_entropy(proba, k, kind):
     if kind == "max_over_k":
         ordered = -np.sort(-proba.astype(np.float64), axis=1)
         mass = np.cumsum(ordered, axis=1)[:, 1:]
-        plogp = -np.cumsum(_entropy_terms(ordered), axis=1)[:, 1:]
+        plogp = -np.cumsum(entr(ordered), axis=1)[:, 1:]
         # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
         entropy = np.log(mass) - plogp / mass
         return np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1)
@@ -81,7 +80,7 @@ def _topk_entropy(proba, k, kind):
     top = top.astype(np.float64)
     if kind == "renormalized":
         return _renormalized_topk_entropy(top)
-    return _entropy_terms(top).sum(axis=1) / np.log(n_classes)
+    return entr(top).sum(axis=1) / np.log(n_classes)
 
 
 def topk_entropy(proba, k=3, *, kind="renormalized"):
@@ -148,7 +147,7 @@ def _low_confidence(proba, k, tau, kind):
     top1 = proba.max(axis=1).astype(np.float64)
     r = np.clip(top1, 1.0 / k, 1.0)
     rest = (1 - r) / (k - 1)
-    bound = (_entropy_terms(r) + (k - 1) * _entropy_terms(rest)) / np.log(k)
+    bound = (entr(r) + (k - 1) * entr(rest)) / np.log(k)
     candidates = np.flatnonzero(bound >= tau - 1e-9)
     low = np.zeros(n_samples, dtype=bool)
     if candidates.size:
@@ -156,23 +155,25 @@ def _low_confidence(proba, k, tau, kind):
     return low
 
 
-def _column_sums_of_powers(rows, alpha):
-    """``sum_i rows_i ** alpha`` in float64."""
+def _column_sums_of_powers(proba, selected, alpha):
+    """``sum_i proba_i ** alpha`` over the rows where ``selected`` is True, float64.
+
+    For ``alpha = 1`` a 0/1 weight vector times the matrix avoids copying the
+    selected rows (the float32 product accumulates in float32, which is as
+    precise as float32 output can be).
+    """
     if alpha == 1:
-        return rows.sum(axis=0, dtype=np.float64)
-    return (rows.astype(np.float64) ** alpha).sum(axis=0)
-
-
-def _safe_ratio(numerator, denominator):
-    """``numerator / denominator`` with ``0 / 0 = 0``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, numerator / denominator, 0.0)
+        return (selected.astype(proba.dtype) @ proba).astype(np.float64)
+    return (proba[selected].astype(np.float64) ** alpha).sum(axis=0)
 
 
 def _can_one_step(rows, reference_column_sums, prior, alpha):
     """Closed form of CAN with one iteration, for every row at once."""
-    rows_alpha = rows.astype(np.float64) ** alpha
-    corrected = prior * _safe_ratio(rows_alpha, reference_column_sums + rows_alpha)
+    rows = rows.astype(np.float64)
+    rows_alpha = rows if alpha == 1 else rows**alpha
+    denominator = reference_column_sums + rows_alpha
+    # A zero denominator has a zero numerator: 0 / 0 = 0 (a class nobody predicts).
+    corrected = prior * (rows_alpha / np.where(denominator > 0, denominator, 1.0))
     return corrected / corrected.sum(axis=1, keepdims=True)
 
 
@@ -218,9 +219,7 @@ def _iterate_block(block, powers, log_u, log_v, log_prior, alpha):
     for t, power in enumerate(powers):
         scaled_u = alpha * log_u
         shift = scaled_u.max(axis=1, keepdims=True)
-        log_col_ref = (
-            np.log(np.exp(scaled_u - shift) @ power) + shift + alpha * log_v
-        )
+        log_col_ref = np.log(np.exp(scaled_u - shift) @ power) + shift + alpha * log_v
         log_b_alpha = alpha * log_b
         log_col = np.logaddexp(log_col_ref, log_b_alpha)
         empty = np.isneginf(log_col)  # 0 / 0 = 0
@@ -348,13 +347,13 @@ def alternating_normalization(
 
     low = _low_confidence(proba, k, tau, uncertainty)
     if reference is None:
-        confident_reference = proba[~low]
+        reference, confident = proba, ~low
     else:
-        confident_reference = reference[~_low_confidence(reference, k, tau, uncertainty)]
+        confident = ~_low_confidence(reference, k, tau, uncertainty)
     result = proba.copy()
     if not low.any():
         return result
-    if confident_reference.shape[0] == 0:
+    if not confident.any():
         warnings.warn(
             f"CAN found {int(low.sum())} low-confidence rows but no confident "
             f"reference row (uncertainty < tau={tau}); every low-confidence row is "
@@ -365,10 +364,10 @@ def alternating_normalization(
         )
     rows = proba[low]
     if n_iter == 1:
-        column_sums = _column_sums_of_powers(confident_reference, alpha)
+        column_sums = _column_sums_of_powers(reference, confident, alpha)
         corrected = _can_one_step(rows, column_sums, prior, alpha)
     else:
-        corrected = _can_iterated(rows, confident_reference, prior, alpha, n_iter)
+        corrected = _can_iterated(rows, reference[confident], prior, alpha, n_iter)
     result[low] = corrected
     return result
 
