@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import get_tags, indexable
+from sklearn.utils import assert_all_finite, get_tags, indexable
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     check_consistent_length,
@@ -137,6 +137,8 @@ class BasePriorClassifier(
         """
         X, y = indexable(X, y)
         y = column_or_1d(y, warn=True)
+        if y.dtype.kind in "fc":
+            assert_all_finite(y, input_name="y")
         check_classification_targets(y)
         check_consistent_length(X, y)
         if sample_weight is not None:

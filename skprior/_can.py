@@ -155,16 +155,17 @@ def _low_confidence(proba, k, tau, kind):
     return low
 
 
-def _column_sums_of_powers(proba, selected, alpha):
-    """``sum_i proba_i ** alpha`` over the rows where ``selected`` is True, float64.
+def _column_sums_of_powers(proba, weight, alpha):
+    """``sum_i weight_i * proba_i ** alpha`` in float64.
 
-    For ``alpha = 1`` a 0/1 weight vector times the matrix avoids copying the
+    For ``alpha = 1`` the weight vector times the matrix avoids copying the
     selected rows (the float32 product accumulates in float32, which is as
     precise as float32 output can be).
     """
     if alpha == 1:
-        return (selected.astype(proba.dtype) @ proba).astype(np.float64)
-    return (proba[selected].astype(np.float64) ** alpha).sum(axis=0)
+        return (weight.astype(proba.dtype) @ proba).astype(np.float64)
+    selected = weight > 0
+    return weight[selected] @ (proba[selected].astype(np.float64) ** alpha)
 
 
 def _can_one_step(rows, reference_column_sums, prior, alpha):
@@ -177,10 +178,12 @@ def _can_one_step(rows, reference_column_sums, prior, alpha):
     return corrected / corrected.sum(axis=1, keepdims=True)
 
 
-def _can_iterated(rows, reference, prior, alpha, n_iter):
+def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
     """CAN with ``n_iter`` iterations, all rows advanced together.
 
-    See the module docstring for the factored form ``A_t = diag(u) R_t diag(v)``.
+    ``reference`` holds the confident rows, each counted ``weight`` times in the
+    column sums. See the module docstring for the factored form
+    ``A_t = diag(u) R_t diag(v)``.
     """
     reference = reference.astype(np.float64)
     row_max = reference.max(axis=1)
@@ -192,6 +195,7 @@ def _can_iterated(rows, reference, prior, alpha, n_iter):
     with np.errstate(divide="ignore"):
         log_v0 = np.log(col_max)[None, :]
         log_prior = np.log(prior)[None, :]
+        log_weight = np.log(weight)[None, :]
 
     # R_{t+1} = R_t ** alpha for t = 0..n_iter-1, shared by every row.
     powers = []
@@ -207,17 +211,19 @@ def _can_iterated(rows, reference, prior, alpha, n_iter):
         block = rows[start : start + chunk].astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             out[start : start + chunk] = _iterate_block(
-                block, powers, log_u0, log_v0, log_prior, alpha
+                block, powers, log_u0, log_v0, log_weight, log_prior, alpha
             )
     return out
 
 
-def _iterate_block(block, powers, log_u, log_v, log_prior, alpha):
+def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
     """Run the CAN iterations for one chunk of low-confidence rows (in logs)."""
     log_b = np.log(block)
     n_iter = len(powers)
     for t, power in enumerate(powers):
-        scaled_u = alpha * log_u
+        # A reference row of weight w counts as w copies of itself in the
+        # column sums (copies stay identical through the iterations).
+        scaled_u = alpha * log_u + log_weight
         shift = scaled_u.max(axis=1, keepdims=True)
         log_col_ref = np.log(np.exp(scaled_u - shift) @ power) + shift + alpha * log_v
         log_b_alpha = alpha * log_b
@@ -234,6 +240,45 @@ def _iterate_block(block, powers, log_u, log_v, log_prior, alpha):
     return np.exp(log_b)
 
 
+def _can_log_domain(rows, reference, weight, prior, alpha, n_iter):
+    """The per-row algorithm in logs: slow, but free of under- and overflow.
+
+    Used for the rare rows where the fast forms lose every digit (very large
+    ``alpha ** n_iter`` drives whole rows of ``A0 ** alpha**t`` below the
+    smallest float).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_reference = np.log(reference.astype(np.float64))
+        log_prior = np.log(prior)
+        log_weight = np.append(np.log(weight), 0.0)[:, None]
+        out = np.empty(rows.shape, dtype=np.float64)
+        for i, row in enumerate(np.log(rows.astype(np.float64))):
+            log_l = np.vstack([log_reference, row])
+            for _ in range(n_iter):
+                scaled = alpha * log_l
+                log_col = logsumexp(scaled + log_weight, axis=0)
+                empty = np.isneginf(log_col)  # 0 / 0 = 0
+                scaled = np.where(empty, -np.inf, scaled - np.where(empty, 0, log_col))
+                scaled = scaled + log_prior
+                log_l = scaled - logsumexp(scaled, axis=1, keepdims=True)
+            out[i] = np.exp(log_l[-1])
+    return out
+
+
+def _check_weight(weight, n_rows):
+    """Validate reference weights; ``None`` means all ones."""
+    if weight is None:
+        return np.ones(n_rows)
+    weight = np.asarray(weight, dtype=np.float64)
+    valid = weight.shape == (n_rows,) and np.all(np.isfinite(weight))
+    if not valid or np.any(weight < 0):
+        raise ValueError(
+            f"reference_weight must hold one finite, non-negative weight per "
+            f"reference row ({n_rows}), got shape {weight.shape}."
+        )
+    return weight
+
+
 def alternating_normalization(
     proba,
     prior,
@@ -243,6 +288,7 @@ def alternating_normalization(
     alpha=1.0,
     n_iter=1,
     reference=None,
+    reference_weight=None,
     uncertainty="renormalized",
 ):
     r"""Correct low-confidence predictions with CAN (alternating normalization).
@@ -286,6 +332,10 @@ def alternating_normalization(
         ``proba`` itself (transductive, as in the paper); an array takes the
         confident rows of ``reference`` (for example, predictions on held-out
         data), so that every row of ``proba`` is treated on its own.
+    reference_weight : array-like of shape (n_reference,), default=None
+        Non-negative weight of each ``reference`` row in the column sums (a row
+        of weight w counts as w copies of itself); ``None`` weighs all rows 1.
+        Only used with ``reference``.
     uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
             default="renormalized"
         Definition of the uncertainty, see :func:`topk_entropy`.
@@ -344,16 +394,19 @@ def alternating_normalization(
                 f"reference has {reference.shape[1]} columns but proba has "
                 f"{n_classes}; both must list the same classes."
             )
+        reference_weight = _check_weight(reference_weight, reference.shape[0])
 
     low = _low_confidence(proba, k, tau, uncertainty)
     if reference is None:
-        reference, confident = proba, ~low
+        reference, weight = proba, (~low).astype(np.float64)
     else:
         confident = ~_low_confidence(reference, k, tau, uncertainty)
+        weight = confident * reference_weight
     result = proba.copy()
     if not low.any():
         return result
-    if not confident.any():
+    selected = weight > 0
+    if not selected.any():
         warnings.warn(
             f"CAN found {int(low.sum())} low-confidence rows but no confident "
             f"reference row (uncertainty < tau={tau}); every low-confidence row is "
@@ -363,11 +416,21 @@ def alternating_normalization(
             stacklevel=2,
         )
     rows = proba[low]
-    if n_iter == 1:
-        column_sums = _column_sums_of_powers(reference, confident, alpha)
+    if n_iter == 1 or not selected.any():
+        # (with no reference row every iteration returns the prior on the
+        # row's support, so one step is the whole answer)
+        column_sums = _column_sums_of_powers(reference, weight, alpha)
         corrected = _can_one_step(rows, column_sums, prior, alpha)
     else:
-        corrected = _can_iterated(rows, reference[confident], prior, alpha, n_iter)
+        corrected = _can_iterated(
+            rows, reference[selected], weight[selected], prior, alpha, n_iter
+        )
+    lost = ~np.isfinite(corrected.sum(axis=1))
+    lost |= np.abs(corrected.sum(axis=1) - 1) > 1e-6
+    if lost.any() and selected.any():
+        corrected[lost] = _can_log_domain(
+            rows[lost], reference[selected], weight[selected], prior, alpha, n_iter
+        )
     result[low] = corrected
     return result
 
@@ -416,9 +479,11 @@ class CANClassifier(BasePriorClassifier):
         The fitted inner model (the given one itself when it was fitted).
     train_prior_ : ndarray of shape (n_classes,)
         The training prior used as ``q``.
-    reference_proba_ : ndarray of shape (n_fit_samples, n_classes)
-        The inner model's probabilities on the ``fit`` data; only with
-        ``reference="fit"``.
+    reference_proba_ : ndarray of shape (n_fit_samples, n_classes) or None
+        The inner model's probabilities on the ``fit`` data with
+        ``reference="fit"`` (``None`` otherwise).
+    reference_weight_ : ndarray of shape (n_fit_samples,) or None
+        The ``sample_weight`` given to ``fit``, weighing the reference rows.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
@@ -503,10 +568,16 @@ class CANClassifier(BasePriorClassifier):
             )
         if self.reference == "fit":
             self.reference_proba_ = self._inner_proba(X)
-        elif hasattr(self, "reference_proba_"):
-            del self.reference_proba_
+            self.reference_weight_ = sample_weight
+        else:
+            self.reference_proba_ = self.reference_weight_ = None
 
     def _adjust_proba(self, proba):
+        if self.reference == "fit" and self.reference_proba_ is None:
+            raise ValueError(
+                "reference='fit' was set after fit; call fit again so that the "
+                "reference predictions are computed."
+            )
         reference = self.reference_proba_ if self.reference == "fit" else None
         return alternating_normalization(
             proba,
@@ -516,5 +587,6 @@ class CANClassifier(BasePriorClassifier):
             alpha=self.alpha,
             n_iter=self.n_iter,
             reference=reference,
+            reference_weight=self.reference_weight_ if reference is not None else None,
             uncertainty=self.uncertainty,
         )

@@ -1,0 +1,283 @@
+"""What every wrapper shares: the inner model, the training prior, the protocol."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_classification
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import (
+    GridSearchCV,
+    cross_val_score,
+    cross_validate,
+    train_test_split,
+)
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+
+from skprior import CANClassifier
+
+
+class CountingLogisticRegression(LogisticRegression):
+    """LogisticRegression that counts calls to ``fit`` across all its clones."""
+
+    n_fit_calls = 0
+
+    def fit(self, X, y, sample_weight=None):
+        type(self).n_fit_calls += 1
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+# Each wrapper is built by a factory taking the inner model; every test below
+# runs for each of them.
+WRAPPERS = {
+    "can": lambda model, **kw: CANClassifier(model, k=2, **kw),
+    "can-fit-reference": lambda model, **kw: CANClassifier(
+        model, k=2, reference="fit", **kw
+    ),
+}
+
+
+@pytest.fixture(params=sorted(WRAPPERS))
+def make_wrapper(request):
+    return WRAPPERS[request.param]
+
+
+@pytest.fixture
+def data():
+    X, y = make_classification(
+        n_samples=300,
+        n_features=6,
+        n_informative=4,
+        n_classes=3,
+        n_clusters_per_class=1,
+        random_state=0,
+    )
+    return train_test_split(X, y, test_size=0.5, random_state=0, stratify=y)
+
+
+@pytest.fixture
+def fitted_model(data):
+    X_train, _, y_train, _ = data
+    CountingLogisticRegression.n_fit_calls = 0
+    model = CountingLogisticRegression().fit(X_train, y_train)
+    CountingLogisticRegression.n_fit_calls = 0
+    return model
+
+
+def test_fitted_model_is_used_as_is(make_wrapper, data, fitted_model):
+    """fit on held-out data never refits a fitted model, and uses that object."""
+    _, X_val, _, y_val = data
+    coef = fitted_model.coef_.copy()
+    wrapper = make_wrapper(fitted_model).fit(X_val, y_val)
+    assert wrapper.estimator_ is fitted_model
+    assert CountingLogisticRegression.n_fit_calls == 0
+    np.testing.assert_array_equal(fitted_model.coef_, coef)
+
+
+def test_unfitted_model_is_cloned_and_fitted(make_wrapper, data):
+    """An unfitted model is cloned, fitted once, and the user's object untouched."""
+    X_train, _, y_train, _ = data
+    model = CountingLogisticRegression()
+    CountingLogisticRegression.n_fit_calls = 0
+    wrapper = make_wrapper(model).fit(X_train, y_train)
+    assert CountingLogisticRegression.n_fit_calls == 1
+    assert wrapper.estimator_ is not model
+    assert not hasattr(model, "coef_")
+
+
+def test_default_estimator_is_logistic_regression(data):
+    """estimator=None fits a LogisticRegression."""
+    X_train, _, y_train, _ = data
+    wrapper = CANClassifier().fit(X_train, y_train)
+    assert isinstance(wrapper.estimator_, LogisticRegression)
+
+
+def test_clone_keeps_a_fitted_model_frozen(make_wrapper, data, fitted_model):
+    """clone hands the fitted model on inside FrozenEstimator, so fit does not refit."""
+    _, X_val, _, y_val = data
+    cloned = clone(make_wrapper(fitted_model))
+    assert isinstance(cloned.estimator, FrozenEstimator)
+    assert cloned.estimator.estimator is fitted_model
+    cloned.fit(X_val, y_val)
+    assert CountingLogisticRegression.n_fit_calls == 0
+    np.testing.assert_allclose(
+        cloned.predict_proba(X_val),
+        make_wrapper(fitted_model).fit(X_val, y_val).predict_proba(X_val),
+    )
+
+
+def test_grid_search_never_refits_a_fitted_model(data, fitted_model):
+    """GridSearchCV over CAN's parameters makes 0 calls to the inner fit."""
+    _, X_val, _, y_val = data
+    grid = GridSearchCV(
+        CANClassifier(fitted_model, k=2),
+        {"tau": [0.3, 0.6, 0.9], "alpha": [0.5, 1.0, 2.0], "n_iter": [1, 3]},
+        cv=3,
+    ).fit(X_val, y_val)
+    assert CountingLogisticRegression.n_fit_calls == 0
+    assert grid.best_estimator_.estimator.estimator is fitted_model
+
+
+@pytest.mark.parametrize("runner", [cross_val_score, cross_validate])
+def test_cross_validation_never_refits_a_fitted_model(runner, data, fitted_model):
+    """cross_val_score and cross_validate clone the wrapper: still no refit."""
+    _, X_val, _, y_val = data
+    runner(CANClassifier(fitted_model, k=2), X_val, y_val, cv=3)
+    assert CountingLogisticRegression.n_fit_calls == 0
+
+
+def test_pipeline_around_a_fitted_pipeline(data):
+    """A fitted Pipeline is a model like any other: wrapped, never refitted."""
+    X_train, X_val, y_train, y_val = data
+    CountingLogisticRegression.n_fit_calls = 0
+    model = make_pipeline(StandardScaler(), CountingLogisticRegression())
+    model.fit(X_train, y_train)
+    grid = GridSearchCV(CANClassifier(model, k=2), {"tau": [0.5, 0.9]}, cv=2)
+    grid.fit(X_val, y_val)
+    assert CountingLogisticRegression.n_fit_calls == 1
+
+
+def test_grid_over_inner_parameters_of_a_fitted_model_errors(data, fitted_model):
+    """estimator__C on a fitted model must not silently keep the old fit."""
+    _, X_val, _, y_val = data
+    grid = GridSearchCV(
+        CANClassifier(fitted_model, k=2), {"estimator__C": [0.1, 1.0]}, cv=2
+    )
+    with pytest.raises(ValueError, match="fitted|frozen"):
+        grid.fit(X_val, y_val)
+    with pytest.raises(ValueError, match="already fitted"):
+        CANClassifier(fitted_model).set_params(estimator__C=0.1)
+    assert fitted_model.C == 1.0
+
+
+def test_grid_over_inner_parameters_of_an_unfitted_model_refits(data):
+    """With an unfitted model, estimator__C is tuned by refitting clones."""
+    X_train, _, y_train, _ = data
+    CountingLogisticRegression.n_fit_calls = 0
+    grid = GridSearchCV(
+        CANClassifier(CountingLogisticRegression(), k=2),
+        {"estimator__C": [0.1, 1.0]},
+        cv=2,
+    ).fit(X_train, y_train)
+    assert CountingLogisticRegression.n_fit_calls == 2 * 2 + 1
+    assert grid.best_estimator_.estimator_.C == grid.best_params_["estimator__C"]
+
+
+def test_frozen_estimator_behaves_like_a_fitted_model(make_wrapper, data, fitted_model):
+    """FrozenEstimator(model) gives the same predictions and no refit."""
+    _, X_val, _, y_val = data
+    frozen = make_wrapper(FrozenEstimator(fitted_model)).fit(X_val, y_val)
+    plain = make_wrapper(fitted_model).fit(X_val, y_val)
+    np.testing.assert_array_equal(
+        frozen.predict_proba(X_val), plain.predict_proba(X_val)
+    )
+    assert CountingLogisticRegression.n_fit_calls == 0
+
+
+def test_train_prior_is_weighted_label_frequency(make_wrapper, data, fitted_model):
+    """train_prior_ counts y over the model's classes_, with sample_weight."""
+    _, X_val, _, y_val = data
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y_val))
+    wrapper = make_wrapper(fitted_model).fit(X_val, y_val, sample_weight=weights)
+    expected = np.array([weights[y_val == c].sum() for c in wrapper.classes_])
+    np.testing.assert_allclose(wrapper.train_prior_, expected / weights.sum())
+
+
+def test_given_train_prior_overrides_frequencies(make_wrapper, data, fitted_model):
+    """An explicit train_prior is used (renormalised), not the labels of fit."""
+    _, X_val, _, y_val = data
+    wrapper = make_wrapper(fitted_model, train_prior=[0.2, 0.3, 0.5])
+    wrapper.fit(X_val, y_val)
+    np.testing.assert_allclose(wrapper.train_prior_, [0.2, 0.3, 0.5])
+
+
+@pytest.mark.parametrize(
+    "prior, match",
+    [([0.5, 0.5], "one entry per class"), ([0.2, 0.2, 0.2], "sum to 1")],
+)
+def test_bad_train_prior_is_refused(data, fitted_model, prior, match):
+    """A prior of the wrong length or sum gets an error that says so."""
+    _, X_val, _, y_val = data
+    with pytest.raises(ValueError, match=match):
+        CANClassifier(fitted_model, train_prior=prior).fit(X_val, y_val)
+
+
+def test_unknown_labels_are_refused(data, fitted_model):
+    """Labels the fitted model does not know get a clear error."""
+    _, X_val, _, y_val = data
+    y_bad = y_val.copy()
+    y_bad[0] = 7
+    with pytest.raises(ValueError, match=r"labels \[.*7.*\] that the classifier"):
+        CANClassifier(fitted_model).fit(X_val, y_bad)
+
+
+def test_model_without_predict_proba_is_refused(data):
+    """SVC without probability=True has no predict_proba: a clear error."""
+    X_train, _, y_train, _ = data
+    with pytest.raises(ValueError, match="predict_proba"):
+        CANClassifier(SVC()).fit(X_train, y_train)
+
+
+def test_predict_before_fit_raises_not_fitted(make_wrapper, data):
+    """predict, predict_proba and classes_ need fit first."""
+    X_train, *_ = data
+    wrapper = make_wrapper(LogisticRegression())
+    for method in (wrapper.predict, wrapper.predict_proba, wrapper.predict_log_proba):
+        with pytest.raises(NotFittedError):
+            method(X_train)
+
+
+def test_protocol_attributes(make_wrapper, data, fitted_model):
+    """classes_, n_features_in_, predict = argmax, predict_log_proba, score."""
+    _, X_val, _, y_val = data
+    wrapper = make_wrapper(fitted_model).fit(X_val, y_val)
+    np.testing.assert_array_equal(wrapper.classes_, fitted_model.classes_)
+    assert wrapper.n_features_in_ == X_val.shape[1]
+    proba = wrapper.predict_proba(X_val)
+    np.testing.assert_allclose(proba.sum(axis=1), 1)
+    np.testing.assert_array_equal(
+        wrapper.predict(X_val), wrapper.classes_[proba.argmax(axis=1)]
+    )
+    np.testing.assert_allclose(np.exp(wrapper.predict_log_proba(X_val)), proba)
+    assert wrapper.score(X_val, y_val) == np.mean(wrapper.predict(X_val) == y_val)
+
+
+def test_string_labels_and_pandas_input(make_wrapper, data):
+    """String labels come back as strings; DataFrame feature names are kept."""
+    pd = pytest.importorskip("pandas")
+    X_train, X_val, y_train, y_val = data
+    names = np.array(["cat", "dog", "emu"])
+    columns = [f"f{i}" for i in range(X_train.shape[1])]
+    X_train_df = pd.DataFrame(X_train, columns=columns)
+    X_val_df = pd.DataFrame(X_val, columns=columns)
+    model = LogisticRegression().fit(X_train_df, pd.Series(names[y_train]))
+    wrapper = make_wrapper(model).fit(X_val_df, pd.Series(names[y_val]))
+    np.testing.assert_array_equal(wrapper.feature_names_in_, columns)
+    assert set(wrapper.predict(X_val_df)) <= set(names)
+    np.testing.assert_array_equal(wrapper.classes_, names)
+
+
+def test_sample_weight_reaches_the_inner_fit(data):
+    """With an unfitted model, sample_weight is passed to its fit."""
+    X_train, _, y_train, _ = data
+    weights = np.where(y_train == 0, 5.0, 1.0)
+    wrapper = CANClassifier(LogisticRegression(), k=2).fit(
+        X_train, y_train, sample_weight=weights
+    )
+    direct = LogisticRegression().fit(X_train, y_train, sample_weight=weights)
+    np.testing.assert_allclose(wrapper.estimator_.coef_, direct.coef_)
+
+
+def test_inputs_are_not_modified(make_wrapper, data, fitted_model):
+    """fit and predict leave X, y, sample_weight and train_prior untouched."""
+    _, X_val, _, y_val = data
+    prior = np.array([0.2, 0.3, 0.5])
+    weights = np.ones(len(y_val))
+    copies = [a.copy() for a in (X_val, y_val, prior, weights)]
+    wrapper = make_wrapper(fitted_model, train_prior=prior)
+    wrapper.fit(X_val, y_val, sample_weight=weights).predict_proba(X_val)
+    for original, copy in zip((X_val, y_val, prior, weights), copies):
+        np.testing.assert_array_equal(original, copy)
