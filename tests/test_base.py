@@ -279,5 +279,5 @@ def test_inputs_are_not_modified(make_wrapper, data, fitted_model):
     copies = [a.copy() for a in (X_val, y_val, prior, weights)]
     wrapper = make_wrapper(fitted_model, train_prior=prior)
     wrapper.fit(X_val, y_val, sample_weight=weights).predict_proba(X_val)
-    for original, copy in zip((X_val, y_val, prior, weights), copies):
+    for original, copy in zip((X_val, y_val, prior, weights), copies, strict=True):
         np.testing.assert_array_equal(original, copy)

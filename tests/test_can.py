@@ -56,7 +56,7 @@ def naive_can(proba, prior, k, tau, alpha, n_iter, rows=None, kind="renormalized
     }
 
 
-# -- data ------------------------------------------------------------------------------
+# -- data
 
 
 def synthetic_proba(n, m, seed, concentration=0.3):
@@ -70,7 +70,7 @@ def cifar100_subset(cifar100):
     return proba[:1500].astype(np.float64)
 
 
-# -- the uncertainty ---------------------------------------------------------------------
+# -- the uncertainty
 
 
 @pytest.mark.parametrize("kind", ["renormalized", "unrenormalized", "max_over_k"])
@@ -104,7 +104,7 @@ def test_screening_keeps_the_exact_mask(cifar100):
         np.testing.assert_array_equal(out[u < tau], proba[u < tau])
 
 
-# -- exactness of CAN --------------------------------------------------------------------
+# -- exactness of CAN
 
 
 @pytest.mark.parametrize("n_iter", [1, 2, 3, 5])
@@ -208,7 +208,7 @@ def test_extreme_alpha_and_iterations_stay_exact(cifar100_subset, alpha, n_iter)
         np.testing.assert_allclose(out[i], expected, atol=1e-10)
 
 
-# -- edge cases ----------------------------------------------------------------------------
+# -- edge cases
 
 
 def test_all_rows_confident_returns_input():
@@ -277,7 +277,7 @@ def test_caller_arrays_are_not_modified():
     reference = synthetic_proba(20, 4, seed=1)
     copies = [proba.copy(), prior.copy(), reference.copy()]
     alternating_normalization(proba, prior, k=2, tau=0.5, n_iter=3, reference=reference)
-    for original, copy in zip((proba, prior, reference), copies):
+    for original, copy in zip((proba, prior, reference), copies, strict=True):
         np.testing.assert_array_equal(original, copy)
 
 
@@ -332,7 +332,7 @@ def test_logits_are_refused_with_a_hint():
         alternating_normalization(np.array([[3.0, -1.0], [0.2, 0.1]]), [0.5, 0.5], k=2)
 
 
-# -- the estimator ---------------------------------------------------------------------------
+# -- the estimator
 
 
 @pytest.fixture(scope="module")
