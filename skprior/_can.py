@@ -144,7 +144,11 @@ def _low_confidence(proba, k, tau, kind):
     # r >= 1/k the entropy is at most that of r and (1 - r)/(k - 1) each, which
     # decreases in r, and the renormalised share is r >= p1. Rows this bound
     # proves confident skip the (comparatively slow) partial sort.
-    top1 = proba.max(axis=1).astype(np.float64)
+    # The rows are validated finite and non-negative, and for such floats the
+    # bit patterns order as integers do: an integer maximum is ~2x faster than
+    # the NaN-aware float one.
+    as_int = np.int32 if proba.dtype == np.float32 else np.int64
+    top1 = proba.view(as_int).max(axis=1).view(proba.dtype).astype(np.float64)
     r = np.clip(top1, 1.0 / k, 1.0)
     rest = (1 - r) / (k - 1)
     bound = (entr(r) + (k - 1) * entr(rest)) / np.log(k)
