@@ -223,13 +223,17 @@ def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
 def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
     """Run the CAN iterations for one chunk of low-confidence rows (in logs)."""
     log_b = np.log(block)
+    # ``u ** alpha`` enters only through the column sums, as the weights of the
+    # reference rows; keep it as ``exp(scaled_u - shift)`` with entries <= 1.
+    scaled_u = alpha * log_u + log_weight
+    shift = scaled_u.max(axis=1, keepdims=True)
+    u_alpha = np.exp(scaled_u - shift)
+    weight = np.exp(log_weight)
     n_iter = len(powers)
     for t, power in enumerate(powers):
         # A reference row of weight w counts as w copies of itself in the
         # column sums (copies stay identical through the iterations).
-        scaled_u = alpha * log_u + log_weight
-        shift = scaled_u.max(axis=1, keepdims=True)
-        log_col_ref = np.log(np.exp(scaled_u - shift) @ power) + shift + alpha * log_v
+        log_col_ref = np.log(u_alpha @ power) + shift + alpha * log_v
         log_b_alpha = alpha * log_b
         log_col = np.logaddexp(log_col_ref, log_b_alpha)
         empty = np.isneginf(log_col)  # 0 / 0 = 0
@@ -239,7 +243,14 @@ def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
         if t + 1 < n_iter:
             log_h = np.where(empty, -np.inf, alpha * log_v + log_prior - log_col)
             h_shift = log_h.max(axis=1, keepdims=True)
-            log_u = -np.log(np.exp(log_h - h_shift) @ power.T) - h_shift
+            # New row scale u = 1 / (R h): scaled by its smallest row sum, its
+            # alpha-th power is (min / row_sum) ** alpha <= 1 -- a division
+            # when alpha = 1, where exp and log would cost ten times more.
+            row_sums = np.exp(log_h - h_shift) @ power.T
+            smallest = row_sums.min(axis=1, keepdims=True)
+            ratio = smallest / row_sums
+            u_alpha = (ratio if alpha == 1 else ratio**alpha) * weight
+            shift = -alpha * (np.log(smallest) + h_shift)
             log_v = log_h
     return np.exp(log_b)
 
