@@ -5,6 +5,7 @@ the pure array functions behind them for users who hold model outputs only.
 """
 
 from skprior._can import CANClassifier, alternating_normalization, topk_entropy
+from skprior._display import ReliabilityDisplay
 from skprior._temperature import (
     TemperatureCalibratedClassifier,
     fit_bias_corrected_temperature,
@@ -16,6 +17,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CANClassifier",
+    "ReliabilityDisplay",
     "TemperatureCalibratedClassifier",
     "alternating_normalization",
     "fit_bias_corrected_temperature",
