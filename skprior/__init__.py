@@ -5,11 +5,23 @@ the pure array functions behind them for users who hold model outputs only.
 """
 
 from skprior._can import CANClassifier, alternating_normalization, topk_entropy
+from skprior._prior import PriorAdaptedClassifier
+from skprior._prior_estimation import (
+    PriorEstimate,
+    adjust_to_prior,
+    bbse_test_prior,
+    estimate_test_prior,
+)
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CANClassifier",
+    "PriorAdaptedClassifier",
+    "PriorEstimate",
+    "adjust_to_prior",
     "alternating_normalization",
+    "bbse_test_prior",
+    "estimate_test_prior",
     "topk_entropy",
 ]
