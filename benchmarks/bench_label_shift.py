@@ -332,7 +332,7 @@ def main():
         "",
         "| dataset | model | shift | calibration | "
         + " | ".join(METHODS)
-        + " | MLE passes (median) |",
+        + " | MLE passes (median over calibrations) |",
         "|---|---|---|---|" + "---|" * (len(METHODS) + 1),
     ]
     for name, model_name, shift, acc, err, iters in rows:
