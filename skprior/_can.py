@@ -135,24 +135,31 @@ def topk_entropy(proba, k=3, *, kind="renormalized"):
     return _topk_entropy(proba, k, kind)
 
 
+def _entropy_bound(top_share, k):
+    """Largest normalised entropy of k values whose largest share is ``top_share``.
+
+    With the largest share r >= 1/k fixed, the entropy is largest when the other
+    k - 1 shares are equal, (1 - r) / (k - 1) each, and that bound decreases
+    as r grows.
+    """
+    r = np.clip(top_share, 1.0 / k, 1.0)
+    return (entr(r) + (k - 1) * entr((1 - r) / (k - 1))) / np.log(k)
+
+
 def _low_confidence(proba, k, tau, kind):
     """Boolean mask of the rows whose uncertainty is at least ``tau``."""
-    n_samples, n_classes = proba.shape
+    n_samples = proba.shape[0]
     if kind != "renormalized" or n_samples == 0:
         return _topk_entropy(proba, k, kind) >= tau
-    # Screen with the top probability p1 alone: among k values with largest share
-    # r >= 1/k the entropy is at most that of r and (1 - r)/(k - 1) each, which
-    # decreases in r, and the renormalised share is r >= p1. Rows this bound
-    # proves confident skip the (comparatively slow) partial sort.
-    # The rows are validated finite and non-negative, and for such floats the
-    # bit patterns order as integers do: an integer maximum is ~2x faster than
+    # Screen with the row maximum p1 before the (comparatively slow) partial
+    # sort: the renormalised top share is r = p1 / (top-k mass) >= p1, so the
+    # entropy is at most _entropy_bound(p1). A margin keeps rows near tau exact.
+    # The rows are validated finite and non-negative, and such floats order as
+    # their bit patterns do as integers: an integer maximum is ~2x faster than
     # the NaN-aware float one.
     as_int = np.int32 if proba.dtype == np.float32 else np.int64
     top1 = proba.view(as_int).max(axis=1).view(proba.dtype).astype(np.float64)
-    r = np.clip(top1, 1.0 / k, 1.0)
-    rest = (1 - r) / (k - 1)
-    bound = (entr(r) + (k - 1) * entr(rest)) / np.log(k)
-    candidates = np.flatnonzero(bound >= tau - 1e-9)
+    candidates = np.flatnonzero(_entropy_bound(top1, k) >= tau - 1e-9)
     low = np.zeros(n_samples, dtype=bool)
     if candidates.size:
         low[candidates] = _topk_entropy(proba[candidates], k, kind) >= tau
@@ -160,14 +167,14 @@ def _low_confidence(proba, k, tau, kind):
 
 
 def _column_sums_of_powers(proba, weight, alpha):
-    """``sum_i weight_i * proba_i ** alpha`` in float64.
+    """``sum_i weight_i * proba_i ** alpha``, accumulated in float64.
 
-    For ``alpha = 1`` the weight vector times the matrix avoids copying the
-    selected rows (the float32 product accumulates in float32, which is as
-    precise as float32 output can be).
+    For ``alpha = 1`` a weighted sum over all rows avoids copying the selected
+    ones; ``einsum`` accumulates float32 input in float64 without a float64
+    copy of it.
     """
     if alpha == 1:
-        return (weight.astype(proba.dtype) @ proba).astype(np.float64)
+        return np.einsum("i,ij->j", weight, proba, dtype=np.float64, casting="unsafe")
     selected = weight > 0
     return weight[selected] @ (proba[selected].astype(np.float64) ** alpha)
 
