@@ -23,6 +23,7 @@ Run from the repository root::
     python benchmarks/bench_temperature.py
 """
 
+import itertools
 import sys
 import time
 import warnings
@@ -250,7 +251,7 @@ def summary(rows):
 def main():
     start = time.perf_counter()
     rows = []
-    for row in (*cifar_rows(), *pmlb_rows()):
+    for row in itertools.chain(cifar_rows(), pmlb_rows()):
         rows.append(row)
         print(f"done {row['dataset']}", file=sys.stderr, flush=True)
     print(markdown(rows))
