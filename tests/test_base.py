@@ -17,7 +17,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from skprior import CANClassifier
+from skprior import (
+    CANClassifier,
+    PriorAdaptedClassifier,
+    TemperatureCalibratedClassifier,
+)
 
 
 class CountingLogisticRegression(LogisticRegression):
@@ -36,6 +40,13 @@ WRAPPERS = {
     "can": lambda model, **kw: CANClassifier(model, k=2, **kw),
     "can-fit-reference": lambda model, **kw: CANClassifier(
         model, k=2, reference="fit", **kw
+    ),
+    "temperature-nll": lambda model, **kw: TemperatureCalibratedClassifier(
+        model, method="nll", **kw
+    ),
+    "prior-mle": lambda model, **kw: PriorAdaptedClassifier(model, **kw),
+    "prior-bbse": lambda model, **kw: PriorAdaptedClassifier(
+        model, method="bbse", **kw
     ),
 }
 
