@@ -66,6 +66,11 @@ def _check_uncertainty_args(k, n_classes, kind):
     return k
 
 
+def _integer_view(proba):
+    """The float rows seen as integers of the same width (same order if >= 0)."""
+    return proba.view(np.int32 if proba.dtype == np.float32 else np.int64)
+
+
 def _topk_entropy(proba, k, kind):
     """Uncertainty of validated float rows (no checks)."""
     n_classes = proba.shape[1]
@@ -76,8 +81,11 @@ def _topk_entropy(proba, k, kind):
         # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
         entropy = np.log(mass) - plogp / mass
         return np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1)
-    top = np.partition(proba, n_classes - k, axis=1)[:, n_classes - k :]
-    top = top.astype(np.float64)
+    # Validated probabilities are finite and non-negative: their bit patterns
+    # order as integers do, and an integer partition skips the NaN handling.
+    as_int = _integer_view(proba)
+    top = np.partition(as_int, n_classes - k, axis=1)[:, n_classes - k :]
+    top = top.view(proba.dtype).astype(np.float64)
     if kind == "renormalized":
         return _renormalized_topk_entropy(top)
     return entr(top).sum(axis=1) / np.log(n_classes)
@@ -154,11 +162,8 @@ def _low_confidence(proba, k, tau, kind):
     # Screen with the row maximum p1 before the (comparatively slow) partial
     # sort: the renormalised top share is r = p1 / (top-k mass) >= p1, so the
     # entropy is at most _entropy_bound(p1). A margin keeps rows near tau exact.
-    # The rows are validated finite and non-negative, and such floats order as
-    # their bit patterns do as integers: an integer maximum is ~2x faster than
-    # the NaN-aware float one.
-    as_int = np.int32 if proba.dtype == np.float32 else np.int64
-    top1 = proba.view(as_int).max(axis=1).view(proba.dtype).astype(np.float64)
+    # (an integer maximum is ~2x faster than the NaN-aware float one)
+    top1 = _integer_view(proba).max(axis=1).view(proba.dtype).astype(np.float64)
     candidates = np.flatnonzero(_entropy_bound(top1, k) >= tau - 1e-9)
     low = np.zeros(n_samples, dtype=bool)
     if candidates.size:
