@@ -1,13 +1,53 @@
-"""The ``skprior`` command line (``skprior ...`` or ``python -m skprior ...``)."""
+"""The ``skprior`` command line (``skprior ...`` or ``python -m skprior ...``).
+
+``skprior demo`` fits a model on a shipped dataset; the other commands work on
+stored model outputs (probabilities or logits in .npy, .npz or .csv files), for
+users whose model is not a scikit-learn estimator. Exit codes: 0 success, 2 a
+usage or input error (bad option, missing or malformed file, mismatched shapes;
+one line on stderr, no traceback), 1 an unexpected error (a bug: traceback).
+"""
 
 import argparse
 import sys
+import textwrap
 import time
+import traceback
+import warnings
+
+import numpy as np
+
+from skprior._cli_io import (
+    InputError,
+    parse_prior,
+    read_labels,
+    read_outputs,
+    write_array,
+)
+
+EXIT_CODES = """\
+file formats:
+  .npy one array; .npz named arrays (--key picks one; default: the only array,
+  else 'predictions', 'proba' or 'logits'; labels: 'labels', 'ground_truth' or
+  'y'); .csv/.txt comma-separated numbers, one sample per line, a first line that
+  is not all numbers is skipped as a header. Labels are class indices 0..m-1
+  (column numbers of the outputs). Outputs written to .npz use the key 'proba'.
+
+exit codes:
+  0 success; 2 usage or input error (message on stderr); 1 unexpected error.
+"""
+
+
+def _say(args, message):
+    """A progress message on stderr (silenced by --quiet)."""
+    if not getattr(args, "quiet", False):
+        print(f"skprior {args.command}: {message}", file=sys.stderr)
+
+
+# -- the demo ------------------------------------------------------------------------
 
 
 def _demo(args):
     """Fit a model on a shipped dataset and show accuracy before and after CAN."""
-    import numpy as np
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, PredefinedSplit, train_test_split
     from sklearn.pipeline import make_pipeline
@@ -59,11 +99,207 @@ def _demo(args):
     return 0
 
 
+# -- shared steps of the commands on stored outputs ------------------------------------
+
+
+def _load(args, path=None):
+    """Read the outputs file (``args.outputs`` unless ``path``) as probabilities."""
+    path = args.outputs if path is None else path
+    start = time.perf_counter()
+    proba = read_outputs(path, key=args.key, logits=args.logits)
+    _say(
+        args,
+        f"read {path}: {proba.shape[0]} rows, {proba.shape[1]} classes "
+        f"({time.perf_counter() - start:.1f}s)",
+    )
+    return proba
+
+
+def _load_labels(args, path, proba):
+    return read_labels(path, proba.shape[0], proba.shape[1], key=args.labels_key)
+
+
+def _scores(proba, labels):
+    """Accuracy and negative log-likelihood of ``proba`` against ``labels``."""
+    accuracy = float(np.mean(np.argmax(proba, axis=1) == labels))
+    picked = proba[np.arange(len(labels)), labels].astype(np.float64)
+    nll = float(-np.mean(np.log(np.clip(picked, np.finfo(np.float64).tiny, None))))
+    return {"accuracy": accuracy, "NLL": nll}
+
+
+def _report(before, after, labels):
+    """Print accuracy and NLL before and after on stdout."""
+    old, new = _scores(before, labels), _scores(after, labels)
+    print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
+    for name in old:
+        change = new[name] - old[name]
+        print(f"{name:10}{old[name]:10.4f}{new[name]:10.4f}{change:+10.4f}")
+
+
+def _finish(args, before, after, extra=None):
+    """Write ``after`` to --output and print the report when --labels are given."""
+    if args.output is not None:
+        write_array(args.output, after, extra)
+        _say(args, f"wrote {args.output}")
+    if args.labels is not None:
+        _report(before, after, _load_labels(args, args.labels, before))
+    return 0
+
+
+# -- skprior can -------------------------------------------------------------------
+
+
+def _training_prior(args, n_classes):
+    if args.prior is not None:
+        return parse_prior(args.prior, n_classes)
+    labels = read_labels(args.prior_from_labels, None, n_classes, key=args.labels_key)
+    counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
+    if np.any(counts == 0):
+        missing = np.flatnonzero(counts == 0).tolist()
+        raise InputError(
+            f"{args.prior_from_labels}: the classes {missing} never occur, so their "
+            f"training prior would be 0; CAN divides by it. Pass --prior instead."
+        )
+    return counts / counts.sum()
+
+
+def _can(args):
+    """Apply CAN to stored outputs."""
+    from skprior import alternating_normalization
+
+    proba = _load(args)
+    prior = _training_prior(args, proba.shape[1])
+    reference = None if args.reference is None else _load(args, args.reference)
+    start = time.perf_counter()
+    try:
+        adjusted = alternating_normalization(
+            proba,
+            prior,
+            k=args.k,
+            tau=args.tau,
+            alpha=args.alpha,
+            n_iter=args.n_iter,
+            reference=reference,
+        )
+    except (ValueError, TypeError) as exc:
+        raise InputError(str(exc)) from exc
+    changed = int(np.any(adjusted != proba, axis=1).sum())
+    _say(
+        args,
+        f"CAN changed {changed} of {proba.shape[0]} rows "
+        f"({time.perf_counter() - start:.1f}s)",
+    )
+    return _finish(args, proba, adjusted)
+
+
+# -- the parser ----------------------------------------------------------------------
+
+
+def _outputs_parser():
+    """Options shared by every command on stored outputs."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "outputs",
+        metavar="OUTPUTS",
+        help="model outputs, one row per sample (.npy, .npz, .csv)",
+    )
+    parent.add_argument("--key", help="array name inside an .npz OUTPUTS file")
+    parent.add_argument(
+        "--logits",
+        action="store_true",
+        help="OUTPUTS are logits: apply a softmax to each row first",
+    )
+    parent.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the adjusted probabilities here (.npy, .npz, .csv)",
+    )
+    parent.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="true labels of OUTPUTS: print accuracy and NLL before and after",
+    )
+    parent.add_argument(
+        "--labels-key", metavar="KEY", help="array name inside an .npz labels file"
+    )
+    parent.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress messages on stderr"
+    )
+    return parent
+
+
+def _add_command(commands, name, handler, parent, help, description):
+    command = commands.add_parser(
+        name,
+        parents=[parent],
+        help=help,
+        description=textwrap.fill(description, 79),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def _add_can(commands, parent):
+    can = _add_command(
+        commands,
+        "can",
+        _can,
+        parent,
+        help="apply CAN (alternating normalization) to stored outputs",
+        description="Correct the low-confidence rows of OUTPUTS with CAN "
+        "(Jia et al., 2021) against the confident rows and the training prior.",
+    )
+    prior = can.add_mutually_exclusive_group(required=True)
+    prior.add_argument(
+        "--prior",
+        metavar="PRIOR",
+        help="training prior: a comma list (0.2,0.3,0.5, or counts) "
+        "or a file holding one vector",
+    )
+    prior.add_argument(
+        "--prior-from-labels",
+        metavar="FILE",
+        help="count the training prior from this file of training labels",
+    )
+    can.add_argument(
+        "--k", type=int, default=3, help="top classes in the uncertainty (3)"
+    )
+    can.add_argument(
+        "--tau",
+        type=float,
+        default=0.9,
+        help="rows with uncertainty >= tau are corrected (0.9)",
+    )
+    can.add_argument(
+        "--alpha",
+        type=float,
+        default=1.0,
+        help="power before each column normalisation (1.0)",
+    )
+    can.add_argument(
+        "--n-iter",
+        type=int,
+        default=1,
+        help="number of alternating normalisation steps (1)",
+    )
+    can.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="take the confident rows from these outputs (held-out "
+        "data) instead of OUTPUTS itself",
+    )
+
+
 def build_parser():
     """The argument parser of the ``skprior`` command."""
     parser = argparse.ArgumentParser(
         prog="skprior",
         description="Improve a classifier's probabilities with the class prior.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
@@ -76,13 +312,44 @@ def build_parser():
     demo.add_argument("--dataset", choices=["letter", "vowel"], default="letter")
     demo.add_argument("--seed", type=int, default=0, help="random seed of the splits")
     demo.set_defaults(handler=_demo)
+    parent = _outputs_parser()
+    _add_can(commands, parent)
     return parser
 
 
+def _run(args):
+    """Run a command; library warnings become one line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = args.handler(args)
+    for warning in caught:
+        print(f"skprior {args.command}: warning: {warning.message}", file=sys.stderr)
+    return code
+
+
 def main(argv=None):
-    """Run the ``skprior`` command; return its exit code."""
-    args = build_parser().parse_args(argv)
-    return args.handler(args)
+    """Run the ``skprior`` command; return its exit code (0, 1 or 2)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 0
+    try:
+        return _run(args)
+    except InputError as exc:
+        print(f"skprior {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"skprior {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"skprior {args.command}: unexpected error (a bug: please report it "
+            f"with the traceback above)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
