@@ -287,9 +287,9 @@ def alternating_normalization(
         ``proba`` itself (transductive, as in the paper); an array takes the
         confident rows of ``reference`` (for example, predictions on held-out
         data), so that every row of ``proba`` is treated on its own.
-    uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
-            default="renormalized"
-        Definition of the uncertainty, see :func:`topk_entropy`.
+    uncertainty : str, default="renormalized"
+        Definition of the uncertainty: ``"renormalized"``, ``"unrenormalized"``
+        or ``"max_over_k"``, see :func:`topk_entropy`.
 
     Returns
     -------
@@ -424,7 +424,7 @@ class CANClassifier(BasePriorClassifier):
         Class labels, from the inner model.
     n_features_in_ : int
         Number of features, when the inner model has it.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when the inner model has them.
 
     See Also
