@@ -5,11 +5,23 @@ the pure array functions behind them for users who hold model outputs only.
 """
 
 from skprior._can import CANClassifier, alternating_normalization, topk_entropy
+from skprior._display import ReliabilityDisplay
+from skprior._temperature import (
+    TemperatureCalibratedClassifier,
+    fit_bias_corrected_temperature,
+    fit_temperature,
+    softmax_temperature,
+)
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CANClassifier",
+    "ReliabilityDisplay",
+    "TemperatureCalibratedClassifier",
     "alternating_normalization",
+    "fit_bias_corrected_temperature",
+    "fit_temperature",
+    "softmax_temperature",
     "topk_entropy",
 ]

@@ -1,0 +1,324 @@
+"""Multiclass reliability diagram, following scikit-learn's Display API.
+
+``from_estimator`` calls ``from_predictions``, which calls the pure function
+:func:`skprior.metrics.reliability_curve` and then ``plot``. matplotlib is
+imported only when plotting (it is the optional extra ``skprior[plot]``).
+"""
+
+import numpy as np
+
+from skprior._metrics import (
+    _check_binning,
+    _check_inputs,
+    _top_label,
+    expected_calibration_error,
+    reliability_curve,
+)
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "ReliabilityDisplay needs matplotlib. Install it with "
+            "`pip install skprior[plot]` or `pip install matplotlib`."
+        ) from error
+    return plt
+
+
+class ReliabilityDisplay:
+    """Top-label reliability diagram: accuracy against confidence, per bin.
+
+    The multiclass counterpart of scikit-learn's ``CalibrationDisplay`` (which
+    is binary). The upper axes show, for each non-empty bin of confidences
+    (the top probability of each sample), the accuracy against the mean
+    confidence, and the diagonal of perfect calibration; the lower axes show a
+    histogram of the confidences. Create it with :meth:`from_estimator` or
+    :meth:`from_predictions`.
+
+    Parameters
+    ----------
+    accuracy : ndarray of shape (n_bins,)
+        Accuracy in each non-empty bin.
+    confidence : ndarray of shape (n_bins,)
+        Mean confidence in each non-empty bin.
+    y_confidence : ndarray of shape (n_samples,)
+        Confidence of each sample (for the histogram).
+    ece : float, default=None
+        Expected calibration error, shown in the legend when given.
+    estimator_name : str, default=None
+        Name shown in the legend.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Weights of the samples in the histogram.
+
+    Attributes
+    ----------
+    line_ : matplotlib Line2D
+        The reliability curve.
+    ax_ : matplotlib Axes
+        Axes of the reliability curve.
+    hist_ax_ : matplotlib Axes or None
+        Axes of the histogram of confidences.
+    figure_ : matplotlib Figure
+        The figure.
+
+    See Also
+    --------
+    skprior.metrics.reliability_curve : The points of the curve.
+    skprior.metrics.expected_calibration_error : The ECE in the legend.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.naive_bayes import GaussianNB
+    >>> from skprior import ReliabilityDisplay
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = GaussianNB().fit(X[::2], y[::2])
+    >>> display = ReliabilityDisplay.from_estimator(model, X[1::2], y[1::2], n_bins=5)
+    >>> display.ax_.get_xlabel()
+    'Mean confidence in bin'
+    """
+
+    def __init__(
+        self,
+        accuracy,
+        confidence,
+        y_confidence,
+        *,
+        ece=None,
+        estimator_name=None,
+        sample_weight=None,
+    ):
+        self.accuracy = accuracy
+        self.confidence = confidence
+        self.y_confidence = y_confidence
+        self.ece = ece
+        self.estimator_name = estimator_name
+        self.sample_weight = sample_weight
+
+    def plot(self, *, ax=None, name=None, ref_line=True, histogram=True, **kwargs):
+        """Plot the reliability curve, the diagonal and the histogram.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes of the curve. ``None`` creates a figure with the curve above
+            and the histogram below. With an ``ax`` given, the histogram is
+            drawn as light bars on a twin y axis of it.
+        name : str, default=None
+            Legend name; ``None`` uses ``estimator_name``.
+        ref_line : bool, default=True
+            Whether to draw the diagonal of perfect calibration.
+        histogram : bool, default=True
+            Whether to draw the histogram of confidences.
+        **kwargs : dict
+            Passed to ``matplotlib.pyplot.plot`` for the curve.
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+            The display, with ``line_``, ``ax_``, ``hist_ax_``, ``figure_``.
+        """
+        plt = _pyplot()
+        name = self.estimator_name if name is None else name
+        hist_ax = None
+        stacked = ax is None
+        if stacked:
+            fig, (ax, hist_ax) = plt.subplots(
+                2,
+                1,
+                sharex=True,
+                figsize=(5, 6),
+                layout="constrained",
+                gridspec_kw={"height_ratios": [3, 1]},
+            )
+            if not histogram:
+                hist_ax.remove()
+                hist_ax = None
+        elif histogram:
+            hist_ax = ax.twinx()
+        label = name
+        if self.ece is not None:
+            ece = f"ECE = {self.ece:.3f}"
+            label = ece if name is None else f"{name} ({ece})"
+        line_kwargs = {"marker": "s", "label": label, **kwargs}
+        if ref_line:
+            ax.plot([0, 1], [0, 1], "k:", label="Perfectly calibrated")
+        (self.line_,) = ax.plot(self.confidence, self.accuracy, **line_kwargs)
+        ax.set(
+            xlim=(0, 1),
+            ylim=(0, 1.01),
+            xlabel="Mean confidence in bin",
+            ylabel="Accuracy in bin",
+        )
+        if label is not None or ref_line:
+            ax.legend(loc="upper left")
+        if hist_ax is not None:
+            # Below the curve in its own axes; on a twin axis, light enough
+            # not to hide the curve.
+            hist_ax.hist(
+                self.y_confidence,
+                bins=20,
+                range=(0, 1),
+                weights=self.sample_weight,
+                color=self.line_.get_color(),
+                alpha=0.6 if stacked else 0.15,
+            )
+            hist_ax.set_ylabel("Count")
+            if stacked:
+                hist_ax.set_xlabel("Confidence (top probability)")
+                ax.tick_params(labelbottom=True)
+        self.ax_ = ax
+        self.hist_ax_ = hist_ax
+        self.figure_ = ax.figure
+        return self
+
+    @classmethod
+    def from_predictions(
+        cls,
+        y_true,
+        y_proba,
+        *,
+        n_bins=15,
+        strategy="uniform",
+        sample_weight=None,
+        labels=None,
+        name=None,
+        ref_line=True,
+        histogram=True,
+        ax=None,
+        **kwargs,
+    ):
+        """Plot the reliability diagram of given probabilities.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (n_samples,)
+            True labels.
+        y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+            Predicted probabilities, columns in the order of ``labels``; a 1-D
+            array is P(positive class).
+        n_bins : int, default=15
+            Number of bins.
+        strategy : {"uniform", "quantile"}, default="uniform"
+            Equal-width or equal-weight bins.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights.
+        labels : array-like of shape (n_classes,), default=None
+            The class of each column (sorted labels of ``y_true`` by default).
+        name : str, default=None
+            Legend name.
+        ref_line : bool, default=True
+            Whether to draw the diagonal.
+        histogram : bool, default=True
+            Whether to draw the histogram of confidences.
+        ax : matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure.
+        **kwargs : dict
+            Passed to ``matplotlib.pyplot.plot`` for the curve.
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+        """
+        _check_binning(n_bins, strategy)
+        y_index, proba, weights = _check_inputs(y_true, y_proba, labels, sample_weight)
+        accuracy, confidence, _ = reliability_curve(
+            y_true,
+            y_proba,
+            n_bins=n_bins,
+            strategy=strategy,
+            sample_weight=sample_weight,
+            labels=labels,
+        )
+        ece = expected_calibration_error(
+            y_true,
+            y_proba,
+            n_bins=n_bins,
+            strategy=strategy,
+            sample_weight=sample_weight,
+            labels=labels,
+        )
+        y_confidence, _ = _top_label(y_index, proba)
+        display = cls(
+            accuracy,
+            confidence,
+            y_confidence,
+            ece=ece,
+            estimator_name=name,
+            sample_weight=None if sample_weight is None else weights,
+        )
+        return display.plot(
+            ax=ax, name=name, ref_line=ref_line, histogram=histogram, **kwargs
+        )
+
+    @classmethod
+    def from_estimator(
+        cls,
+        estimator,
+        X,
+        y,
+        *,
+        n_bins=15,
+        strategy="uniform",
+        sample_weight=None,
+        name=None,
+        ref_line=True,
+        histogram=True,
+        ax=None,
+        **kwargs,
+    ):
+        """Plot the reliability diagram of a fitted classifier on ``(X, y)``.
+
+        Parameters
+        ----------
+        estimator : classifier
+            Fitted classifier with ``predict_proba`` and ``classes_``.
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data.
+        y : array-like of shape (n_samples,)
+            True labels.
+        n_bins : int, default=15
+            Number of bins.
+        strategy : {"uniform", "quantile"}, default="uniform"
+            Equal-width or equal-weight bins.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights.
+        name : str, default=None
+            Legend name; ``None`` uses the estimator's class name.
+        ref_line : bool, default=True
+            Whether to draw the diagonal.
+        histogram : bool, default=True
+            Whether to draw the histogram of confidences.
+        ax : matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure.
+        **kwargs : dict
+            Passed to ``matplotlib.pyplot.plot`` for the curve.
+
+        Returns
+        -------
+        display : ReliabilityDisplay
+        """
+        if not hasattr(estimator, "predict_proba"):
+            raise TypeError(
+                f"{type(estimator).__name__} has no predict_proba; the reliability "
+                f"diagram needs class probabilities."
+            )
+        y_proba = estimator.predict_proba(X)
+        name = type(estimator).__name__ if name is None else name
+        return cls.from_predictions(
+            y,
+            y_proba,
+            n_bins=n_bins,
+            strategy=strategy,
+            sample_weight=sample_weight,
+            labels=np.asarray(estimator.classes_),
+            name=name,
+            ref_line=ref_line,
+            histogram=histogram,
+            ax=ax,
+            **kwargs,
+        )

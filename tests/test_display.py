@@ -1,0 +1,90 @@
+"""Tests for skprior._display.ReliabilityDisplay (headless, Agg backend)."""
+
+import matplotlib
+import numpy as np
+import pytest
+from conftest import load_model_outputs
+from sklearn.datasets import load_iris
+from sklearn.naive_bayes import GaussianNB
+
+from skprior import ReliabilityDisplay
+from skprior.metrics import expected_calibration_error, reliability_curve
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_from_predictions_draws_the_curve():
+    """The line holds the reliability curve; the legend carries the ECE."""
+    proba, y = load_model_outputs("densenet-bc-100-cifar-100")
+    display = ReliabilityDisplay.from_predictions(y, proba, name="DenseNet")
+    accuracy, confidence, _ = reliability_curve(y, proba)
+    np.testing.assert_array_equal(display.line_.get_xdata(), confidence)
+    np.testing.assert_array_equal(display.line_.get_ydata(), accuracy)
+    ece = expected_calibration_error(y, proba)
+    assert display.ece == ece
+    assert display.line_.get_label() == f"DenseNet (ECE = {ece:.3f})"
+    assert display.figure_ is display.ax_.figure
+    assert display.hist_ax_ is not None and display.hist_ax_ is not display.ax_
+    counts = sum(patch.get_height() for patch in display.hist_ax_.patches)
+    assert counts == len(y)
+
+
+def test_from_estimator_uses_classes_and_name():
+    """from_estimator reads predict_proba and classes_; string labels work."""
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    model = GaussianNB().fit(X[::2], names[::2])
+    display = ReliabilityDisplay.from_estimator(model, X[1::2], names[1::2], n_bins=5)
+    assert display.estimator_name == "GaussianNB"
+    expected = expected_calibration_error(
+        names[1::2], model.predict_proba(X[1::2]), n_bins=5, labels=model.classes_
+    )
+    assert display.ece == expected
+
+
+def test_plot_on_given_axes():
+    """With an ax, the curve is drawn there and the histogram on a twin axis."""
+    proba, y = load_model_outputs("lenet-5-cifar-10")
+    fig, ax = plt.subplots()
+    display = ReliabilityDisplay.from_predictions(y, proba, ax=ax, color="C3")
+    assert display.ax_ is ax and display.figure_ is fig
+    assert display.line_.get_color() == "C3"
+    assert display.hist_ax_ is not None and display.hist_ax_.figure is fig
+    no_hist = ReliabilityDisplay.from_predictions(y, proba, histogram=False)
+    assert no_hist.hist_ax_ is None
+
+
+def test_from_estimator_needs_predict_proba():
+    """A model without predict_proba is refused with a reason."""
+    with pytest.raises(TypeError, match="predict_proba"):
+        ReliabilityDisplay.from_estimator(object(), np.zeros((2, 2)), [0, 1])
+
+
+def test_render_example_png(tmp_path):
+    """Before and after EC temperature scaling, written to a PNG file."""
+    from skprior import fit_temperature, softmax_temperature
+
+    proba, y = load_model_outputs("densenet-bc-100-cifar-100")
+    logits = np.log(proba.astype(np.float64))
+    temperature = fit_temperature(logits[::2], y[::2])
+    fig, ax = plt.subplots()
+    ReliabilityDisplay.from_predictions(y[1::2], proba[1::2], ax=ax, name="raw")
+    ReliabilityDisplay.from_predictions(
+        y[1::2],
+        softmax_temperature(logits[1::2], temperature),
+        labels=np.arange(100),
+        ax=ax,
+        name="EC",
+        histogram=False,
+        ref_line=False,
+    )
+    path = tmp_path / "reliability.png"
+    fig.savefig(path)
+    assert path.stat().st_size > 0

@@ -1,0 +1,240 @@
+"""Tests for skprior.metrics: expected calibration error and reliability curve."""
+
+import numpy as np
+import pytest
+from conftest import load_model_outputs
+
+from skprior import fit_temperature, softmax_temperature
+from skprior.metrics import expected_calibration_error, reliability_curve
+
+# -- naive references, written from the formulas -------------------------------------
+
+
+def naive_edges(values, weights, n_bins, strategy):
+    """0, the inner edges, 1: equal width or inverted-CDF weighted quantiles."""
+    if strategy == "uniform":
+        return [b / n_bins for b in range(n_bins + 1)]
+    pairs = sorted(zip(values, weights, strict=True), key=lambda pair: pair[0])
+    total = sum(weights)
+    edges = [0.0]
+    for m in range(1, n_bins):
+        level = m / n_bins * total
+        running = 0.0
+        for value, weight in pairs:
+            running += weight
+            if running >= level:
+                edges.append(value)
+                break
+    return edges + [1.0]
+
+
+def naive_binned_error(values, hits, weights, n_bins, strategy):
+    """sum_m |sum_{i in B_m} w_i (h_i - c_i)| / W, bins (e_{m-1}, e_m], 0 in B_1."""
+    edges = naive_edges(values, weights, n_bins, strategy)
+    if strategy == "uniform":
+        edges = list(np.linspace(0, 1, n_bins + 1))  # the float edges used
+    total = 0.0
+    for m in range(n_bins):
+        low, high = edges[m], edges[m + 1]
+        gap = 0.0
+        for value, hit, weight in zip(values, hits, weights, strict=True):
+            inside = low < value <= high or (m == 0 and value == 0)
+            if inside:
+                gap += weight * (hit - value)
+        total += abs(gap)
+    return total / sum(weights)
+
+
+def naive_ece(y, proba, n_bins=15, strategy="uniform", kind="top_label", weights=None):
+    weights = np.ones(len(y)) if weights is None else weights
+    proba = np.asarray(proba, dtype=np.float64)
+    if kind == "top_label":
+        values = [row.max() for row in proba]
+        hits = [
+            float(np.argmax(row) == label) for row, label in zip(proba, y, strict=True)
+        ]
+        return naive_binned_error(values, hits, list(weights), n_bins, strategy)
+    errors = []
+    for k in range(proba.shape[1]):
+        hits = [float(label == k) for label in y]
+        errors.append(
+            naive_binned_error(list(proba[:, k]), hits, list(weights), n_bins, strategy)
+        )
+    return sum(errors) / len(errors)
+
+
+def random_proba(n_samples=300, n_classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    proba = rng.dirichlet(np.full(n_classes, 0.5), size=n_samples)
+    y = np.array([rng.choice(n_classes, p=row) for row in proba])
+    return y, proba
+
+
+# -- expected_calibration_error --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["lenet-5-cifar-10", "cleanlab-cifar-10", "densenet-bc-100-cifar-100"]
+)
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_top_label_ece_equals_naive_loop_on_cifar(name, strategy):
+    """Top-label ECE on real CIFAR outputs equals the naive loop to 1e-12."""
+    proba, y = load_model_outputs(name)
+    proba, y = proba[:3000], y[:3000]
+    expected = naive_ece(y, proba, strategy=strategy)
+    labels = np.arange(proba.shape[1])
+    got = expected_calibration_error(y, proba, strategy=strategy, labels=labels)
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_classwise_ece_equals_naive_loop(strategy):
+    """Class-wise ECE on CIFAR-10 outputs equals the naive loop to 1e-12."""
+    proba, y = load_model_outputs("wideresnet-16-4-cifar-10")
+    proba, y = proba[:1000], y[:1000]
+    expected = naive_ece(y, proba, n_bins=10, strategy=strategy, kind="classwise")
+    got = expected_calibration_error(
+        y, proba, n_bins=10, strategy=strategy, kind="classwise"
+    )
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["top_label", "classwise"])
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_weighted_ece_equals_naive_loop_and_repeats(kind, strategy):
+    """Weights enter the formula, and integer weights equal repeated rows."""
+    y, proba = random_proba(seed=1)
+    counts = np.random.default_rng(11).integers(0, 4, size=len(y))
+    got = expected_calibration_error(
+        y, proba, kind=kind, strategy=strategy, sample_weight=counts
+    )
+    expected = naive_ece(y, proba, strategy=strategy, kind=kind, weights=counts)
+    assert got == pytest.approx(expected, abs=1e-12)
+    repeated = expected_calibration_error(
+        np.repeat(y, counts),
+        np.repeat(proba, counts, axis=0),
+        kind=kind,
+        strategy=strategy,
+    )
+    assert got == pytest.approx(repeated, abs=1e-12)
+
+
+def test_bins_are_right_closed():
+    """A confidence equal to an edge falls in the bin below it."""
+    # Edges of 10 uniform bins; 0.3 is an edge (as linspace computes it).
+    y_proba = np.array([[0.3, 0.7], [0.7, 0.3]])  # confidences 0.7 and 0.7
+    # Both in (0.6, 0.7]: accuracy 0.5 there, mean confidence 0.7.
+    accuracy, confidence, weight = reliability_curve(
+        [1, 1], y_proba, n_bins=10, labels=[0, 1]
+    )
+    np.testing.assert_allclose(accuracy, [0.5])
+    np.testing.assert_allclose(confidence, [0.7])
+    np.testing.assert_allclose(weight, [1.0])
+    edge = np.linspace(0, 1, 11)[7]
+    assert naive_ece([1], [[1 - edge, edge]], n_bins=10) == pytest.approx(
+        expected_calibration_error([1], [[1 - edge, edge]], n_bins=10, labels=[0, 1])
+    )
+
+
+def test_ece_of_calibrated_one_hot_is_zero():
+    """Correct one-hot predictions are perfectly calibrated."""
+    y = np.array([0, 1, 2, 1])
+    assert expected_calibration_error(y, np.eye(3)[y]) == 0.0
+    assert expected_calibration_error(y, np.eye(3)[y], kind="classwise") == 0.0
+
+
+def test_binary_one_dimensional_proba():
+    """A 1-D y_proba is P(positive class) = the second label."""
+    rng = np.random.default_rng(2)
+    p = rng.uniform(size=200)
+    y = (rng.uniform(size=200) < p).astype(int)
+    two_columns = np.column_stack([1 - p, p])
+    assert expected_calibration_error(y, p) == expected_calibration_error(
+        y, two_columns
+    )
+    names = np.array(["no", "yes"])[y]
+    assert expected_calibration_error(names, p, labels=["no", "yes"]) == (
+        expected_calibration_error(y, p)
+    )
+
+
+def test_string_labels_and_column_order():
+    """labels gives the class of each column; y_true may miss a class."""
+    y, proba = random_proba(seed=3, n_classes=3)
+    names = np.array(["c", "a", "b"])  # column order of a model's classes_
+    expected = expected_calibration_error(y, proba, labels=[0, 1, 2])
+    assert expected_calibration_error(names[y], proba, labels=names) == expected
+    subset = y != 2
+    assert np.isfinite(
+        expected_calibration_error(names[y][subset], proba[subset], labels=names)
+    )
+
+
+def test_ece_drops_after_temperature_calibration():
+    """EC temperature fitted on one half lowers the ECE on the other half."""
+    proba, y = load_model_outputs("densenet-bc-100-cifar-100")
+    logits = np.log(proba.astype(np.float64))
+    temperature = fit_temperature(logits[::2], y[::2])
+    before = expected_calibration_error(y[1::2], proba[1::2], labels=np.arange(100))
+    calibrated = softmax_temperature(logits[1::2], temperature)
+    after = expected_calibration_error(y[1::2], calibrated, labels=np.arange(100))
+    assert after < before / 2
+
+
+def test_inputs_not_modified():
+    """The caller's arrays are left as they were."""
+    y, proba = random_proba(seed=4)
+    weights = np.ones(len(y))
+    copies = y.copy(), proba.copy(), weights.copy()
+    expected_calibration_error(y, proba, sample_weight=weights, strategy="quantile")
+    reliability_curve(y, proba, sample_weight=weights)
+    for original, copy in zip((y, proba, weights), copies, strict=True):
+        np.testing.assert_array_equal(original, copy)
+
+
+@pytest.mark.parametrize(
+    "y_true, y_proba, kwargs, match",
+    [
+        ([0, 1], [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], {}, "Pass labels"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"labels": [0, 1, 2]}, "one label per"),
+        ([0, 3], [[0.5, 0.5], [0.2, 0.8]], {"labels": [0, 1]}, "not in labels"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"labels": [0, 0]}, "repeat"),
+        ([0, 1, 1], [[0.5, 0.5], [0.2, 0.8]], {}, "inconsistent"),
+        ([0, 1], [[0.5, 0.6], [0.2, 0.8]], {}, "sum to 1"),
+        ([0, 1], [0.5, 1.5], {}, "P\\(positive class\\)"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"n_bins": 0}, "n_bins"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"strategy": "equal"}, "strategy"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"kind": "marginal"}, "kind"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [1, -1]}, "(?i)negative"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [0, 0]}, "non-zero"),
+    ],
+)
+def test_bad_input_raises_clear_error(y_true, y_proba, kwargs, match):
+    """Mismatched labels, shapes, probabilities or weights raise a ValueError."""
+    with pytest.raises(ValueError, match=match):
+        expected_calibration_error(y_true, y_proba, **kwargs)
+
+
+# -- reliability_curve -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_reliability_curve_gives_the_ece(strategy):
+    """sum_m weight_m |accuracy_m - confidence_m| is the top-label ECE."""
+    proba, y = load_model_outputs("lenet-5-cifar-10")
+    accuracy, confidence, weight = reliability_curve(y, proba, strategy=strategy)
+    assert weight.sum() == pytest.approx(1)
+    assert np.all(np.diff(confidence) > 0)
+    assert np.dot(weight, np.abs(accuracy - confidence)) == pytest.approx(
+        expected_calibration_error(y, proba, strategy=strategy), abs=1e-12
+    )
+
+
+def test_reliability_curve_bins_by_hand():
+    """Per-bin accuracy and mean confidence of a small example, by hand."""
+    y_proba = [[0.9, 0.1], [0.86, 0.14], [0.4, 0.6], [0.55, 0.45]]
+    accuracy, confidence, weight = reliability_curve([0, 1, 1, 0], y_proba, n_bins=5)
+    # Bins (0.4, 0.6]: rows 2 and 3, both right; (0.8, 1]: rows 0 and 1.
+    np.testing.assert_allclose(accuracy, [1.0, 0.5])
+    np.testing.assert_allclose(confidence, [0.575, 0.88])
+    np.testing.assert_allclose(weight, [0.5, 0.5])
