@@ -6,6 +6,13 @@ the pure array functions behind them for users who hold model outputs only.
 
 from skprior._can import CANClassifier, alternating_normalization, topk_entropy
 from skprior._display import ReliabilityDisplay
+from skprior._prior import PriorAdaptedClassifier
+from skprior._prior_estimation import (
+    PriorEstimate,
+    adjust_to_prior,
+    bbse_test_prior,
+    estimate_test_prior,
+)
 from skprior._temperature import (
     TemperatureCalibratedClassifier,
     fit_bias_corrected_temperature,
@@ -17,9 +24,14 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CANClassifier",
+    "PriorAdaptedClassifier",
+    "PriorEstimate",
     "ReliabilityDisplay",
     "TemperatureCalibratedClassifier",
+    "adjust_to_prior",
     "alternating_normalization",
+    "bbse_test_prior",
+    "estimate_test_prior",
     "fit_bias_corrected_temperature",
     "fit_temperature",
     "softmax_temperature",
