@@ -8,6 +8,7 @@ one line on stderr, no traceback), 1 an unexpected error (a bug: traceback).
 """
 
 import argparse
+import contextlib
 import sys
 import textwrap
 import time
@@ -20,6 +21,7 @@ from skprior._cli_io import (
     InputError,
     parse_prior,
     read_labels,
+    read_logits,
     read_outputs,
     write_array,
 )
@@ -120,15 +122,18 @@ def _load_labels(args, path, proba):
 
 
 def _scores(proba, labels):
-    """Accuracy and negative log-likelihood of ``proba`` against ``labels``."""
+    """Accuracy, ECE (top-label, 15 bins) and mean NLL of ``proba``."""
+    from skprior.metrics import expected_calibration_error
+
     accuracy = float(np.mean(np.argmax(proba, axis=1) == labels))
+    ece = expected_calibration_error(labels, proba, labels=np.arange(proba.shape[1]))
     picked = proba[np.arange(len(labels)), labels].astype(np.float64)
     nll = float(-np.mean(np.log(np.clip(picked, np.finfo(np.float64).tiny, None))))
-    return {"accuracy": accuracy, "NLL": nll}
+    return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
 
 
 def _report(before, after, labels):
-    """Print accuracy and NLL before and after on stdout."""
+    """Print accuracy, ECE and NLL before and after on stdout."""
     old, new = _scores(before, labels), _scores(after, labels)
     print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
     for name in old:
@@ -136,13 +141,53 @@ def _report(before, after, labels):
         print(f"{name:10}{old[name]:10.4f}{new[name]:10.4f}{change:+10.4f}")
 
 
+def _diagram(path, before, after, labels, title):
+    """Save a reliability diagram of ``before`` and ``after`` to ``path``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise InputError(
+            "--diagram needs matplotlib: pip install 'skprior[plot]'."
+        ) from exc
+    from skprior import ReliabilityDisplay
+
+    classes = np.arange(before.shape[1])
+    fig, ax = plt.subplots(figsize=(5, 5), layout="constrained")
+    for name, proba, ref_line in [("before", before, True), ("after", after, False)]:
+        ReliabilityDisplay.from_predictions(
+            labels,
+            proba,
+            labels=classes,
+            name=name,
+            ax=ax,
+            histogram=False,
+            ref_line=ref_line,
+        )
+    ax.set_title(title)
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot write the diagram ({exc}).") from exc
+    finally:
+        plt.close(fig)
+
+
 def _finish(args, before, after, extra=None):
-    """Write ``after`` to --output and print the report when --labels are given."""
+    """Write --output, print the report and draw --diagram (with --labels)."""
+    labels = None
+    if args.labels is not None:
+        labels = _load_labels(args, args.labels, before)
     if args.output is not None:
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
-    if args.labels is not None:
-        _report(before, after, _load_labels(args, args.labels, before))
+    if labels is not None:
+        _report(before, after, labels)
+    if args.diagram is not None:
+        _diagram(args.diagram, before, after, labels, f"skprior {args.command}")
+        _say(args, f"wrote {args.diagram}")
     return 0
 
 
@@ -158,9 +203,19 @@ def _training_prior(args, n_classes):
         missing = np.flatnonzero(counts == 0).tolist()
         raise InputError(
             f"{args.prior_from_labels}: the classes {missing} never occur, so their "
-            f"training prior would be 0; CAN divides by it. Pass --prior instead."
+            f"training prior would be 0 and the method divides by it. Pass --prior "
+            f"instead."
         )
     return counts / counts.sum()
+
+
+@contextlib.contextmanager
+def _library_errors():
+    """Report the library's refusals of bad arguments as input errors."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise InputError(str(exc)) from exc
 
 
 def _can(args):
@@ -171,7 +226,7 @@ def _can(args):
     prior = _training_prior(args, proba.shape[1])
     reference = None if args.reference is None else _load(args, args.reference)
     start = time.perf_counter()
-    try:
+    with _library_errors():
         adjusted = alternating_normalization(
             proba,
             prior,
@@ -181,8 +236,6 @@ def _can(args):
             n_iter=args.n_iter,
             reference=reference,
         )
-    except (ValueError, TypeError) as exc:
-        raise InputError(str(exc)) from exc
     changed = int(np.any(adjusted != proba, axis=1).sum())
     _say(
         args,
@@ -190,6 +243,126 @@ def _can(args):
         f"({time.perf_counter() - start:.1f}s)",
     )
     return _finish(args, proba, adjusted)
+
+
+# -- skprior adapt -------------------------------------------------------------------
+
+
+def _confusion(args, n_classes):
+    """Joint confusion matrix P(predicted = i, true = j) of the validation files."""
+    if args.val_outputs is None or args.val_labels is None:
+        raise InputError(
+            "--method bbse needs --val-outputs and --val-labels (labelled "
+            "held-out outputs, for the confusion matrix)."
+        )
+    proba = _load(args, args.val_outputs)
+    if proba.shape[1] != n_classes:
+        raise InputError(
+            f"{args.val_outputs} has {proba.shape[1]} classes but OUTPUTS has "
+            f"{n_classes}."
+        )
+    labels = _load_labels(args, args.val_labels, proba)
+    joint = np.zeros((n_classes, n_classes))
+    np.add.at(joint, (np.argmax(proba, axis=1), labels), 1.0)
+    return joint / joint.sum()
+
+
+def _test_prior(args, proba, train_prior):
+    """The test prior of ``args.method`` and a phrase that says how it was found."""
+    from skprior import bbse_test_prior, estimate_test_prior
+
+    n_classes = proba.shape[1]
+    if (args.test_prior is not None) != (args.method == "known"):
+        raise InputError("--test-prior goes with --method known, and only with it.")
+    if args.method == "known":
+        return parse_prior(args.test_prior, n_classes), "given"
+    if args.method == "bbse":
+        confusion = _confusion(args, n_classes)
+        with _library_errors():
+            return bbse_test_prior(proba, confusion), "estimated by BBSE"
+    with _library_errors():
+        result = estimate_test_prior(
+            proba,
+            train_prior,
+            method=args.method,
+            solver=args.solver,
+            dirichlet_alpha=args.dirichlet_alpha,
+            max_iter=args.max_iter,
+            tol=args.tol,
+        )
+    state = "converged" if result.converged else "NOT converged"
+    how = f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, {state}"
+    return result.prior, how
+
+
+def _adapt(args):
+    """Estimate the test prior of stored outputs and adapt them to it."""
+    from skprior import adjust_to_prior
+
+    proba = _load(args)
+    train_prior = _training_prior(args, proba.shape[1])
+    start = time.perf_counter()
+    test_prior, how = _test_prior(args, proba, train_prior)
+    with _library_errors():
+        adjusted = adjust_to_prior(proba, train_prior, test_prior)
+    _say(args, f"test prior {how} ({time.perf_counter() - start:.1f}s)")
+    print(f"test prior ({how}):")
+    print(",".join(f"{value:.6f}" for value in test_prior))
+    return _finish(args, proba, adjusted, extra={"prior": test_prior})
+
+
+# -- skprior calibrate -----------------------------------------------------------------
+
+
+def _fit_logits(args, logits):
+    """The logits and labels the temperature is fitted on."""
+    if args.fit_outputs is None:
+        fit_logits = logits
+    else:
+        fit_logits = read_logits(args.fit_outputs, args.key, args.logits)
+        if fit_logits.shape[1] != logits.shape[1]:
+            raise InputError(
+                f"{args.fit_outputs} has {fit_logits.shape[1]} classes but OUTPUTS "
+                f"has {logits.shape[1]}."
+            )
+    labels = read_labels(
+        args.fit_labels, fit_logits.shape[0], fit_logits.shape[1], key=args.labels_key
+    )
+    return fit_logits, labels
+
+
+def _calibrate(args):
+    """Fit a temperature on labelled outputs and apply it to OUTPUTS."""
+    from skprior import (
+        fit_bias_corrected_temperature,
+        fit_temperature,
+        softmax_temperature,
+    )
+
+    logits = read_logits(args.outputs, args.key, args.logits)
+    _say(
+        args, f"read {args.outputs}: {logits.shape[0]} rows, {logits.shape[1]} classes"
+    )
+    fit_logits, fit_labels = _fit_logits(args, logits)
+    start = time.perf_counter()
+    bias = None
+    with _library_errors():
+        if args.method == "bcts":
+            temperature, bias = fit_bias_corrected_temperature(fit_logits, fit_labels)
+        else:
+            temperature = fit_temperature(fit_logits, fit_labels, method=args.method)
+        before = softmax_temperature(logits, 1.0)
+        after = softmax_temperature(logits, temperature, bias)
+    source = args.outputs if args.fit_outputs is None else args.fit_outputs
+    _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
+    print(
+        f"temperature {temperature:.6g} ({args.method}, fitted on "
+        f"{fit_logits.shape[0]} rows of {source})"
+    )
+    extra = {"temperature": np.float64(temperature)}
+    if bias is not None:
+        extra["bias"] = bias
+    return _finish(args, before, after, extra)
 
 
 # -- the parser ----------------------------------------------------------------------
@@ -203,11 +376,11 @@ def _outputs_parser():
         metavar="OUTPUTS",
         help="model outputs, one row per sample (.npy, .npz, .csv)",
     )
-    parent.add_argument("--key", help="array name inside an .npz OUTPUTS file")
+    parent.add_argument("--key", help="array name inside .npz outputs files")
     parent.add_argument(
         "--logits",
         action="store_true",
-        help="OUTPUTS are logits: apply a softmax to each row first",
+        help="the outputs files hold logits: apply a softmax to each row first",
     )
     parent.add_argument(
         "-o",
@@ -218,10 +391,15 @@ def _outputs_parser():
     parent.add_argument(
         "--labels",
         metavar="FILE",
-        help="true labels of OUTPUTS: print accuracy and NLL before and after",
+        help="true labels of OUTPUTS: print accuracy, ECE and NLL before and after",
     )
     parent.add_argument(
-        "--labels-key", metavar="KEY", help="array name inside an .npz labels file"
+        "--labels-key", metavar="KEY", help="array name inside .npz labels files"
+    )
+    parent.add_argument(
+        "--diagram",
+        metavar="PNG",
+        help="with --labels: save a reliability diagram, before and after",
     )
     parent.add_argument(
         "-q", "--quiet", action="store_true", help="no progress messages on stderr"
@@ -242,6 +420,21 @@ def _add_command(commands, name, handler, parent, help, description):
     return command
 
 
+def _add_train_prior(command):
+    prior = command.add_mutually_exclusive_group(required=True)
+    prior.add_argument(
+        "--prior",
+        metavar="PRIOR",
+        help="training prior: a comma list (0.2,0.3,0.5, or counts) or a file "
+        "holding one vector",
+    )
+    prior.add_argument(
+        "--prior-from-labels",
+        metavar="FILE",
+        help="count the training prior from this file of training labels",
+    )
+
+
 def _add_can(commands, parent):
     can = _add_command(
         commands,
@@ -252,18 +445,7 @@ def _add_can(commands, parent):
         description="Correct the low-confidence rows of OUTPUTS with CAN "
         "(Jia et al., 2021) against the confident rows and the training prior.",
     )
-    prior = can.add_mutually_exclusive_group(required=True)
-    prior.add_argument(
-        "--prior",
-        metavar="PRIOR",
-        help="training prior: a comma list (0.2,0.3,0.5, or counts) "
-        "or a file holding one vector",
-    )
-    prior.add_argument(
-        "--prior-from-labels",
-        metavar="FILE",
-        help="count the training prior from this file of training labels",
-    )
+    _add_train_prior(can)
     can.add_argument(
         "--k", type=int, default=3, help="top classes in the uncertainty (3)"
     )
@@ -288,8 +470,90 @@ def _add_can(commands, parent):
     can.add_argument(
         "--reference",
         metavar="FILE",
-        help="take the confident rows from these outputs (held-out "
-        "data) instead of OUTPUTS itself",
+        help="take the confident rows from these outputs (held-out data) "
+        "instead of OUTPUTS itself",
+    )
+
+
+def _add_adapt(commands, parent):
+    adapt = _add_command(
+        commands,
+        "adapt",
+        _adapt,
+        parent,
+        help="estimate the test prior of stored outputs and adapt them to it",
+        description="Estimate the class prior of the batch OUTPUTS (label "
+        "shift) and move its posteriors from the training prior to it by "
+        "Bayes' rule; print the test prior. The posteriors should be "
+        "calibrated (see 'skprior calibrate'). The training prior must be the "
+        "one the posteriors are calibrated to.",
+    )
+    _add_train_prior(adapt)
+    adapt.add_argument(
+        "--method",
+        choices=["mle", "map", "bbse", "known"],
+        default="mle",
+        help="mle: maximum likelihood by EM (default); map: with a Dirichlet "
+        "hyper-prior; bbse: black-box shift estimation (needs --val-outputs and "
+        "--val-labels); known: use --test-prior",
+    )
+    adapt.add_argument(
+        "--solver",
+        choices=["em", "squarem", "pga"],
+        default="em",
+        help="solver of mle/map (em); squarem is faster when classes are absent",
+    )
+    adapt.add_argument(
+        "--dirichlet-alpha",
+        type=float,
+        default=2.0,
+        help="concentration a >= 1 of the map hyper-prior (2.0)",
+    )
+    adapt.add_argument(
+        "--max-iter", type=int, default=10_000, help="iterations of mle/map (10000)"
+    )
+    adapt.add_argument(
+        "--tol", type=float, default=1e-6, help="L1 tolerance of mle/map (1e-6)"
+    )
+    adapt.add_argument(
+        "--test-prior", metavar="PRIOR", help="the known test prior (--method known)"
+    )
+    adapt.add_argument(
+        "--val-outputs", metavar="FILE", help="labelled held-out outputs (bbse)"
+    )
+    adapt.add_argument(
+        "--val-labels", metavar="FILE", help="labels of --val-outputs (bbse)"
+    )
+
+
+def _add_calibrate(commands, parent):
+    calibrate = _add_command(
+        commands,
+        "calibrate",
+        _calibrate,
+        parent,
+        help="fit a temperature on labelled outputs and apply it",
+        description="Fit a temperature T on labelled outputs (--fit-outputs, "
+        "default OUTPUTS itself, with --fit-labels) and write softmax(logits / T) "
+        "of OUTPUTS. Probabilities are read as logits log(p). Prints T.",
+    )
+    calibrate.add_argument(
+        "--fit-labels",
+        metavar="FILE",
+        required=True,
+        help="labels of the outputs the temperature is fitted on",
+    )
+    calibrate.add_argument(
+        "--fit-outputs",
+        metavar="FILE",
+        help="outputs to fit the temperature on (default: OUTPUTS)",
+    )
+    calibrate.add_argument(
+        "--method",
+        choices=["ec", "nll", "bcts"],
+        default="ec",
+        help="ec: mean confidence = accuracy (default); nll: minimum log loss; "
+        "bcts: temperature and class biases by log loss",
     )
 
 
@@ -314,11 +578,15 @@ def build_parser():
     demo.set_defaults(handler=_demo)
     parent = _outputs_parser()
     _add_can(commands, parent)
+    _add_adapt(commands, parent)
+    _add_calibrate(commands, parent)
     return parser
 
 
 def _run(args):
     """Run a command; library warnings become one line on stderr."""
+    if getattr(args, "diagram", None) is not None and args.labels is None:
+        raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code = args.handler(args)

@@ -114,12 +114,24 @@ def read_array(path, key=None, default_keys=OUTPUT_KEYS):
         raise InputError(f"{path}: cannot be read as a {suffix} file ({exc}).") from exc
 
 
-def read_outputs(path, key=None, logits=False):
-    """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
+def read_logits(path, key=None, logits=False):
+    """Model outputs as float64 logits (n_samples, n_classes).
 
-    With ``logits=True`` the array is passed through a softmax over each row.
+    Logits are returned as they are (finite values only); probabilities are
+    validated and their logarithm returned (``-inf`` for exact zeros), whose
+    softmax gives the probabilities back.
     """
-    array = read_array(path, key)
+    if not logits:
+        proba = read_outputs(path, key)
+        with np.errstate(divide="ignore"):
+            return np.log(proba.astype(np.float64))
+    array = _numeric_matrix(path, read_array(path, key))
+    if not np.all(np.isfinite(array)):
+        raise InputError(f"{path}: the logits contain NaN or infinite values.")
+    return array.astype(np.float64)
+
+
+def _numeric_matrix(path, array):
     if array.ndim != 2 or array.shape[1] < 2:
         raise InputError(
             f"{path}: expected a 2-D array of shape (n_samples, n_classes) with at "
@@ -129,6 +141,15 @@ def read_outputs(path, key=None, logits=False):
         array.dtype, np.complexfloating
     ):
         raise InputError(f"{path}: expected numbers, got dtype {array.dtype}.")
+    return array
+
+
+def read_outputs(path, key=None, logits=False):
+    """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
+
+    With ``logits=True`` the array is passed through a softmax over each row.
+    """
+    array = _numeric_matrix(path, read_array(path, key))
     if logits:
         if not np.all(np.isfinite(array)):
             raise InputError(f"{path}: the logits contain NaN or infinite values.")

@@ -264,3 +264,98 @@ def test_subprocess_python_m_skprior(files, tmp_path):
     )  # fmt: skip
     assert failed.returncode == 2
     assert "error:" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_adapt_prints_and_applies_the_mle_prior(files, tmp_path, capsys):
+    """`skprior adapt` prints the EM estimate and writes Bayes' rule to it."""
+    from skprior import adjust_to_prior, estimate_test_prior
+
+    paths, arrays = files
+    out = tmp_path / "adapted.npz"
+    code, stdout, stderr = run(
+        capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--solver", "squarem", "-o", out, "--labels", paths["test_labels"],
+    )  # fmt: skip
+    assert code == 0, stderr
+    train_prior = prior_of(arrays["val_labels"])
+    expected = estimate_test_prior(arrays["test"], train_prior, solver="squarem").prior
+    lines = stdout.splitlines()
+    assert lines[0].startswith("test prior (MLE by squarem")
+    printed = np.array([float(v) for v in lines[1].split(",")])
+    np.testing.assert_allclose(printed, expected, atol=1e-6)
+    stored = np.load(out)
+    np.testing.assert_allclose(stored["prior"], expected)
+    np.testing.assert_allclose(
+        stored["proba"], adjust_to_prior(arrays["test"], train_prior, expected)
+    )
+    assert [line.split()[0] for line in lines[3:]] == ["accuracy", "ECE", "NLL"]
+
+
+def test_adapt_bbse_and_known(files, tmp_path, capsys):
+    """BBSE needs labelled validation outputs; a known prior is used as given."""
+    paths, _ = files
+    prior = ["--prior-from-labels", paths["val_labels"]]
+    code, _, stderr = run(capsys, "adapt", paths["test"], *prior, "--method", "bbse")
+    assert code == 2
+    assert "--val-outputs and --val-labels" in stderr
+    code, stdout, _ = run(
+        capsys, "adapt", paths["test"], *prior, "--method", "bbse",
+        "--val-outputs", paths["val"], "--val-labels", paths["val_labels"], "-q",
+    )  # fmt: skip
+    assert code == 0
+    assert stdout.startswith("test prior (estimated by BBSE)")
+    known = ",".join(["1"] * 99 + ["101"])
+    out = tmp_path / "known.npy"
+    code, stdout, _ = run(
+        capsys, "adapt", paths["test"], *prior, "--method", "known",
+        "--test-prior", known, "-o", out, "-q",
+    )  # fmt: skip
+    assert code == 0
+    assert stdout.splitlines()[1].split(",")[-1] == "0.505000"
+
+
+def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, capsys):
+    """`skprior calibrate` fits T by EC on the validation half, applies it."""
+    from skprior import fit_temperature, softmax_temperature
+
+    paths, arrays = files
+    out = tmp_path / "calibrated.npy"
+    diagram = tmp_path / "diagram.png"
+    code, stdout, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", paths["val"],
+        "--fit-labels", paths["val_labels"], "-o", out,
+        "--labels", paths["test_labels"], "--diagram", diagram,
+    )  # fmt: skip
+    assert code == 0, stderr
+    logits_val = np.log(arrays["val"].astype(np.float64))
+    temperature = fit_temperature(logits_val, arrays["val_labels"], method="ec")
+    assert stdout.startswith(f"temperature {temperature:.6g} (ec, fitted on {N_HALF}")
+    expected = softmax_temperature(
+        np.log(arrays["test"].astype(np.float64)), temperature
+    )
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-10)
+    assert diagram.read_bytes()[:4] == b"\x89PNG"
+    ece = next(line for line in stdout.splitlines() if line.startswith("ECE"))
+    assert float(ece.split()[3]) < 0  # the calibration lowers the ECE
+
+
+def test_calibrate_errors(files, tmp_path, capsys):
+    """Mismatched fit files and --diagram without --labels exit with 2."""
+    paths, arrays = files
+    short = tmp_path / "short_labels.npy"
+    np.save(short, arrays["val_labels"][:10])
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", paths["val"],
+        "--fit-labels", short,
+    )  # fmt: skip
+    assert code == 2
+    assert "has 10 labels but the outputs have" in stderr
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-labels", paths["test_labels"],
+        "--diagram", tmp_path / "d.png",
+    )  # fmt: skip
+    assert code == 2
+    assert "--diagram needs --labels" in stderr
+    code, _, stderr = run(capsys, "calibrate", paths["test"])
+    assert code == 2
+    assert "--fit-labels" in stderr
