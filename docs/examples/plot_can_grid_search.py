@@ -106,7 +106,9 @@ for alpha in [0.5, 1.0, 2.0]:
         and params["n_iter"] == best["n_iter"]
     ]
     taus = [results["params"][i]["tau"] for i in chosen]
-    ax.plot(taus, results["mean_test_score"][chosen], marker="o", label=f"alpha={alpha}")
+    ax.plot(
+        taus, results["mean_test_score"][chosen], marker="o", label=f"alpha={alpha}"
+    )
 ax.axhline(model.score(X_val, y_val), color="gray", linestyle="--", label="model alone")
 ax.set_xlabel("tau (rows with uncertainty >= tau are corrected)")
 ax.set_ylabel("validation accuracy")
