@@ -21,7 +21,7 @@ import skprior  # noqa: E402
 from skprior._cli import main as skprior_main  # noqa: E402
 
 
-def write_cli_help(names=("can",)):
+def write_cli_help(names=("can", "adapt", "calibrate")):
     """Write ``skprior NAME --help`` to generated/cli_NAME_help.txt for each name.
 
     The command-line page includes these files, so that the option lists it

@@ -32,14 +32,25 @@ fig, axes = plt.subplots(1, 3, figsize=(10, 3.8), width_ratios=[1, 1, 1.3])
 labels = ["class 0", "class 1", "class 2"]
 for ax, matrix, title in [
     (axes[0], batch, "1. the batch: confident rows\nand one doubtful row (last)"),
-    (axes[1], columns, "2. each column divided by its sum:\nclass 0 is already 'taken'"),
+    (
+        axes[1],
+        columns,
+        "2. each column divided by its sum:\nclass 0 is already 'taken'",
+    ),
 ]:
     ax.imshow(matrix, cmap="Blues", vmin=0, vmax=1, aspect="auto")
     for (i, j), value in np.ndenumerate(matrix):
         weight = "bold" if i == len(matrix) - 1 else "normal"
         color = "white" if value > 0.6 else "black"
-        ax.text(j, i, f"{value:.2f}", ha="center", va="center", color=color,
-                fontweight=weight)
+        ax.text(
+            j,
+            i,
+            f"{value:.2f}",
+            ha="center",
+            va="center",
+            color=color,
+            fontweight=weight,
+        )
     ax.axhline(len(matrix) - 1.5, color="crimson", linewidth=2)
     ax.set_xticks(range(3), labels)
     ax.set_yticks([])
@@ -47,7 +58,9 @@ for ax, matrix, title in [
 
 x = np.arange(3)
 axes[2].bar(x - 0.2, doubtful, width=0.4, label="doubtful row, before")
-axes[2].bar(x + 0.2, corrected, width=0.4, label="after CAN (row x prior, renormalised)")
+axes[2].bar(
+    x + 0.2, corrected, width=0.4, label="after CAN (row x prior, renormalised)"
+)
 axes[2].set_xticks(x, labels)
 axes[2].set_ylim(0, 1)
 axes[2].set_title("3. the doubtful row changes its mind", fontsize=10)
