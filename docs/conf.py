@@ -85,7 +85,6 @@ sphinx_gallery_conf = {
     "ignore_pattern": r"__init__\.py",
     "doc_module": ("skprior",),
     "backreferences_dir": "generated/backreferences",
-    "reference_url": {"skprior": None},
     "download_all_examples": False,
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
