@@ -7,6 +7,7 @@ every gallery example is executed).
 import contextlib
 import io
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -66,7 +67,6 @@ nitpicky = False
 
 # -- API reference --------------------------------------------------------------------
 autosummary_generate = True
-autodoc_default_options = {"members": False, "inherited-members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
@@ -101,3 +101,21 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_show_sourcelink = False
+
+
+# -- methods inherited from scikit-learn ------------------------------------------------
+# Their docstrings link into scikit-learn's own documentation (:ref:, :term:),
+# which this offline build cannot resolve: keep the text, drop the link.
+_SKLEARN_ROLE = re.compile(r":(?:ref|term):`([^`<]*?)\s*(?:<([^>`]*)>)?`")
+
+
+def _unlink_sklearn_roles(app, what, name, obj, options, lines):
+    module = getattr(obj, "__module__", None) or ""
+    if not module.startswith("sklearn"):
+        return
+    for i, line in enumerate(lines):
+        lines[i] = _SKLEARN_ROLE.sub(lambda m: m.group(1) or m.group(2), line)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _unlink_sklearn_roles, priority=400)
