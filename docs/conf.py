@@ -65,13 +65,13 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 nitpicky = False
 
-# -- API reference --------------------------------------------------------------------
+# -- API reference -----------------------------------------------------------------
 autosummary_generate = True
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
-# -- pictures made at build time ------------------------------------------------------
+# -- pictures made at build time ---------------------------------------------------
 plot_include_source = False
 plot_html_show_source_link = False
 plot_html_show_formats = False
@@ -92,7 +92,7 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
 }
 
-# -- HTML -------------------------------------------------------------------------------
+# -- HTML --------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"skprior {release}"
 html_theme_options = {
@@ -103,7 +103,7 @@ html_theme_options = {
 html_show_sourcelink = False
 
 
-# -- methods inherited from scikit-learn ------------------------------------------------
+# -- methods inherited from scikit-learn -------------------------------------------
 # Their docstrings link into scikit-learn's own documentation (:ref:, :term:),
 # which this offline build cannot resolve: keep the text, drop the link.
 _SKLEARN_ROLE = re.compile(r":(?:ref|term):`([^`<]*?)\s*(?:<([^>`]*)>)?`")
