@@ -1,0 +1,220 @@
+"""Temperature calibration: EC vs NLL vs BCTS vs scikit-learn's temperature scaling.
+
+For each dataset, a model's outputs are calibrated on one split and measured on
+another: top-label ECE (15 equal-width bins) and log loss (NLL), before
+calibration and after each calibrator. Also the fit time of EC and of
+scikit-learn's ``CalibratedClassifierCV(FrozenEstimator(model),
+method="temperature")`` on the same calibration data, as a ratio measured in the
+same run (best of several repeats).
+
+* Stored CIFAR outputs (netcal, cleanlab): the 10,000 test-set softmax outputs
+  are split in two random halves (calibrate / evaluate). They are wrapped in a
+  tiny fitted "array model" whose ``predict_proba(X)`` returns the stored rows
+  indexed by ``X[:, 0]``, so that both our wrapper and scikit-learn's go through
+  their ordinary estimator path (both then read logits as ``log(predict_proba)``;
+  scikit-learn adds 1e-12 before the log).
+* PMLB datasets: a random forest and a HistGradientBoostingClassifier fitted on
+  60% (stratified), calibrated on 20%, evaluated on 20%. The forest gives
+  probabilities only (logits ``log p``); gradient boosting has a
+  ``decision_function`` (its raw logits), which both wrappers use.
+
+Run from the repository root::
+
+    python benchmarks/bench_temperature.py
+"""
+
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.frozen import FrozenEstimator
+from sklearn.metrics import log_loss
+from sklearn.model_selection import train_test_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _data import CIFAR_OUTPUTS, load_model_outputs, load_pmlb  # noqa: E402
+
+from skprior import TemperatureCalibratedClassifier  # noqa: E402
+from skprior.metrics import expected_calibration_error  # noqa: E402
+
+PMLB = ("letter", "satimage", "pendigits", "yeast", "page_blocks")
+N_REPEATS = 5
+SEED = 0
+
+
+class StoredOutputsClassifier(ClassifierMixin, BaseEstimator):
+    """A fitted "model" that returns stored probabilities, row ``X[:, 0]``."""
+
+    def __init__(self, proba):
+        self.proba = proba
+
+    def fit(self, X=None, y=None):
+        self.classes_ = np.arange(self.proba.shape[1])
+        return self
+
+    def predict_proba(self, X):
+        return self.proba[np.asarray(X)[:, 0].astype(np.intp)]
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def best_time(func, repeats=N_REPEATS):
+    """Smallest wall time of ``repeats`` calls, and the last result."""
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def scores(y, proba, labels):
+    # Stored float32 softmax rows sum to 1 within ~1e-7 only; renormalise in
+    # float64 so that log_loss does not warn (changes the NLL by ~1e-7).
+    proba = np.asarray(proba, dtype=np.float64)
+    proba = proba / proba.sum(axis=1, keepdims=True)
+    return (
+        expected_calibration_error(y, proba, n_bins=15, labels=labels),
+        log_loss(y, proba, labels=labels),
+    )
+
+
+def evaluate(name, model, X_cal, y_cal, X_test, y_test):
+    """One row of the table: scores before/after each calibrator, and times."""
+    labels = model.classes_
+    row = {"dataset": name, "n_cal": len(y_cal), "n_classes": len(labels)}
+    row["raw"] = scores(y_test, model.predict_proba(X_test), labels)
+    frozen = FrozenEstimator(model)
+    times = {}
+    with warnings.catch_warnings():
+        # Should a calibrator find no finite temperature, say so in the table
+        # rather than stop the run.
+        warnings.simplefilter("always")
+        for method in ("ec", "nll", "bcts"):
+            calibrator = TemperatureCalibratedClassifier(frozen, method=method)
+            times[method], fitted = best_time(lambda c=calibrator: c.fit(X_cal, y_cal))
+            row[method] = scores(y_test, fitted.predict_proba(X_test), labels)
+            row[f"T_{method}"] = fitted.temperature_
+        sk = CalibratedClassifierCV(frozen, method="temperature")
+        times["sklearn"], fitted = best_time(lambda: sk.fit(X_cal, y_cal))
+        row["sklearn"] = scores(y_test, fitted.predict_proba(X_test), labels)
+        beta = fitted.calibrated_classifiers_[0].calibrators[0].beta_
+        row["T_sklearn"] = float(1 / beta)
+    row["t_ec"], row["t_nll"], row["t_sklearn"] = (
+        times["ec"],
+        times["nll"],
+        times["sklearn"],
+    )
+    return row
+
+
+def cifar_rows():
+    rng = np.random.default_rng(SEED)
+    for name in CIFAR_OUTPUTS:
+        proba, y = load_model_outputs(name)
+        order = rng.permutation(len(y))
+        cal, test = order[: len(y) // 2], order[len(y) // 2 :]
+        model = StoredOutputsClassifier(proba).fit()
+        X = np.arange(len(y))[:, None]
+        yield evaluate(name, model, X[cal], y[cal], X[test], y[test])
+
+
+def pmlb_rows():
+    models = {
+        "RF": lambda: RandomForestClassifier(
+            n_estimators=200, n_jobs=-1, random_state=SEED
+        ),
+        "HGB": lambda: HistGradientBoostingClassifier(random_state=SEED),
+    }
+    for dataset in PMLB:
+        X, y = load_pmlb(dataset)
+        X_train, X_rest, y_train, y_rest = train_test_split(
+            X, y, train_size=0.6, stratify=y, random_state=SEED
+        )
+        X_cal, X_test, y_cal, y_test = train_test_split(
+            X_rest, y_rest, train_size=0.5, stratify=y_rest, random_state=SEED
+        )
+        for model_name, make in models.items():
+            model = make().fit(X_train, y_train)
+            yield evaluate(
+                f"{dataset} {model_name}", model, X_cal, y_cal, X_test, y_test
+            )
+
+
+def markdown(rows):
+    methods = ("raw", "ec", "nll", "bcts", "sklearn")
+    head = (
+        "| data / model | K | n_cal | "
+        + " | ".join(f"ECE {m}" for m in methods)
+        + " | "
+        + " | ".join(f"NLL {m}" for m in methods)
+        + " | T ec | T nll | T sklearn | EC / sklearn fit time |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        lines.append(
+            f"| {row['dataset']} | {row['n_classes']} | {row['n_cal']} | "
+            + " | ".join(f"{row[m][0]:.4f}" for m in methods)
+            + " | "
+            + " | ".join(f"{row[m][1]:.4f}" for m in methods)
+            + f" | {row['T_ec']:.3f} | {row['T_nll']:.3f} | {row['T_sklearn']:.3f}"
+            + f" | {row['t_ec'] / row['t_sklearn']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def summary(rows):
+    ece = {
+        m: np.array([r[m][0] for r in rows]) for m in ("raw", "ec", "nll", "sklearn")
+    }
+    nll = {
+        m: np.array([r[m][1] for r in rows]) for m in ("raw", "ec", "nll", "sklearn")
+    }
+    ratio = np.array([r["t_ec"] / r["t_sklearn"] for r in rows])
+    ratio_nll = np.array([r["t_nll"] / r["t_sklearn"] for r in rows])
+    t_ec = np.array([r["t_ec"] for r in rows])
+    t_sk = np.array([r["t_sklearn"] for r in rows])
+    return "\n".join(
+        [
+            f"- datasets: {len(rows)}",
+            f"- median ECE: raw {np.median(ece['raw']):.4f}, EC "
+            f"{np.median(ece['ec']):.4f}, NLL {np.median(ece['nll']):.4f}, "
+            f"sklearn {np.median(ece['sklearn']):.4f}",
+            f"- EC has lower ECE than NLL on {int((ece['ec'] < ece['nll']).sum())} "
+            f"of {len(rows)}; median ECE(EC) - ECE(NLL) = "
+            f"{np.median(ece['ec'] - ece['nll']):+.4f}",
+            f"- median NLL: raw {np.median(nll['raw']):.4f}, EC "
+            f"{np.median(nll['ec']):.4f}, NLL {np.median(nll['nll']):.4f}, "
+            f"sklearn {np.median(nll['sklearn']):.4f}; median NLL(EC) - NLL(NLL) = "
+            f"{np.median(nll['ec'] - nll['nll']):+.4f}",
+            f"- fit time EC / sklearn temperature: median {np.median(ratio):.2f}, "
+            f"max {ratio.max():.2f} (EC not slower on {int((ratio <= 1).sum())} of "
+            f"{len(rows)}); total {t_ec.sum():.3f} s vs {t_sk.sum():.3f} s",
+            f"- fit time our NLL / sklearn temperature: median "
+            f"{np.median(ratio_nll):.2f}",
+        ]
+    )
+
+
+def main():
+    start = time.perf_counter()
+    rows = []
+    for row in (*cifar_rows(), *pmlb_rows()):
+        rows.append(row)
+        print(f"done {row['dataset']}", file=sys.stderr, flush=True)
+    print(markdown(rows))
+    print()
+    print(summary(rows))
+    print(f"\n(total run time {time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
