@@ -537,3 +537,26 @@ def test_predict_on_a_batch_of_one_is_defined(blobs):
             warnings.simplefilter("error")
             proba = wrapper.predict_proba(X[:1])
         assert proba.shape == (1, 3) and np.isfinite(proba).all()
+
+
+def test_nests_around_temperature_calibration(blobs):
+    """PriorAdaptedClassifier(TemperatureCalibratedClassifier(model)): calibrate,
+    then adapt; equals Bayes' rule on the calibrated posteriors, no refit."""
+    from skprior import TemperatureCalibratedClassifier
+
+    X, y = blobs
+    model = CountingClassifier().fit(X[:1500], y[:1500])
+    CountingClassifier.n_fits = 0
+    calibrated = TemperatureCalibratedClassifier(model, method="nll")
+    wrapper = PriorAdaptedClassifier(calibrated, source_prior="mean_posterior")
+    wrapper.fit(X[1500:2200], y[1500:2200])
+    batch = X[2200:][y[2200:] != 0]
+    proba = wrapper.estimator_.predict_proba(batch)
+    prior = estimate_test_prior(proba, wrapper.train_prior_).prior
+    np.testing.assert_allclose(wrapper.estimate_prior(batch), prior)
+    np.testing.assert_allclose(
+        wrapper.predict_proba(batch),
+        naive_bayes_rule(proba, wrapper.train_prior_, prior),
+        atol=1e-12,
+    )
+    assert CountingClassifier.n_fits == 0  # the fitted model is cloned frozen

@@ -1,0 +1,237 @@
+"""Speed of the MLE prior estimate: skprior against QuaPy's EMQ, EM against SQUAREM.
+
+Part 1 runs the same maximum-likelihood EM (Saerens et al., 2002) with
+skprior's ``estimate_test_prior`` and with QuaPy's ``EMQ.EM`` (used as a black
+box, through its public static method) on the same posteriors, training prior
+and tolerance, checks that the estimates agree, and times both (median of
+several repeats). skprior is timed twice: the estimate alone, and the estimate
+followed by ``adjust_to_prior`` (QuaPy's ``EM`` returns the adjusted posteriors
+too).
+
+Tolerances: skprior stops when one EM step moves the prior by at most ``tol``
+in L1 norm. QuaPy's ``epsilon`` is "the threshold difference between two
+consecutive iterations" (its docstring); observed as a black box, its result is
+the plain EM iterate at which the *mean* absolute difference of consecutive
+prevalence vectors first falls below ``epsilon`` (checked at epsilon = 1e-6 on
+CIFAR-100 outputs). The same criterion in skprior's terms is therefore
+``tol = n_classes * epsilon`` (L1 = K x mean); both then run the same number of
+EM iterations, and the estimates agree to about ``tol``.
+
+Part 2 counts passes over the data (E-step evaluations) of plain EM and of
+SQUAREM to a tolerance of 1e-8 on batches where classes are absent: CIFAR-100
+outputs resampled at Dirichlet(0.1) class proportions (about half of the 100
+classes absent from each batch of 2,000).
+
+Both run single-threaded (``threadpoolctl``): a multi-threaded BLAS
+matrix-vector product on a shared 2-core machine spends its time waiting, and
+QuaPy's element-wise numpy is single-threaded anyway.
+
+Run: ``python benchmarks/bench_prior_speed.py`` (needs ``quapy``).
+"""
+
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _data import load_model_outputs  # noqa: E402
+
+from skprior import adjust_to_prior, estimate_test_prior  # noqa: E402
+
+
+def shifted_sample(labels, n, alpha, rng):
+    n_classes = labels.max() + 1
+    counts = rng.multinomial(n, rng.dirichlet(np.full(n_classes, alpha)))
+    return np.concatenate(
+        [
+            rng.choice(np.flatnonzero(labels == c), size=m, replace=True)
+            for c, m in enumerate(counts)
+        ]
+    )
+
+
+def timed(function, repeats):
+    """Best of ``repeats`` wall times (the machine is shared: the minimum is the
+    least disturbed run, as ``timeit`` recommends)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = function()
+        times.append(time.perf_counter() - start)
+    return out, float(np.min(times))
+
+
+def speed_against_quapy(repeats=7, epsilon=1e-6):
+    import quapy
+    from quapy.method.aggregative import EMQ
+
+    print(
+        f"QuaPy {quapy.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}, QuaPy epsilon = {epsilon:g}, "
+        f"skprior tol = n_classes * epsilon; best of {repeats} runs\n"
+    )
+    print(
+        "| outputs | batch | n | K | EM iterations | skprior estimate (ms) | "
+        "skprior estimate + adjust (ms) | QuaPy EMQ.EM (ms) | speed-up "
+        "(estimate + adjust) | L1(skprior, QuaPy) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for name in (
+        "wideresnet-16-4-cifar-10",
+        "wideresnet-16-4-cifar-100",
+        "densenet-bc-100-cifar-100",
+    ):
+        proba, labels = load_model_outputs(name)
+        proba = proba.astype(np.float64)
+        proba /= proba.sum(axis=1, keepdims=True)  # float32 rows to exact sums
+        n_classes = proba.shape[1]
+        q = np.bincount(labels, minlength=n_classes) / len(labels)
+        tol = n_classes * epsilon
+        rng = np.random.default_rng(0)
+        batches = {
+            "whole test set (no shift)": np.arange(len(labels)),
+            "Dirichlet(1) n=5000": shifted_sample(labels, 5000, 1.0, rng),
+            "Dirichlet(0.1) n=5000": shifted_sample(labels, 5000, 0.1, rng),
+        }
+        for batch_name, idx in batches.items():
+            batch = proba[idx]
+
+            def ours(batch=batch, q=q, tol=tol):
+                return estimate_test_prior(batch, q, tol=tol, max_iter=100_000)
+
+            def ours_adjust(batch=batch, q=q, ours=ours):
+                result = ours()
+                return result, adjust_to_prior(batch, q, result.prior)
+
+            def theirs(batch=batch, q=q):
+                return EMQ.EM(q, batch, epsilon=epsilon)
+
+            result, t_ours = timed(ours, repeats)
+            _, t_adjust = timed(ours_adjust, repeats)
+            (prior_quapy, _), t_theirs = timed(theirs, repeats)
+            gap = np.abs(result.prior - np.asarray(prior_quapy)).sum()
+            ratio = t_theirs / t_adjust
+            ratios.append(ratio)
+            print(
+                f"| {name} | {batch_name} | {len(idx)} | {n_classes} | "
+                f"{result.n_iter} | {1e3 * t_ours:.1f} | {1e3 * t_adjust:.1f} | "
+                f"{1e3 * t_theirs:.1f} | {ratio:.1f}x | {gap:.1e} |"
+            )
+    print(
+        f"\nSpeed-up (QuaPy time / skprior estimate + adjust time): "
+        f"min {min(ratios):.1f}x, median {np.median(ratios):.1f}x\n"
+    )
+    return ratios
+
+
+def squarem_passes(n_trials=20, tol=1e-8):
+    proba, labels = load_model_outputs("wideresnet-16-4-cifar-100")
+    q = np.bincount(labels, minlength=100) / len(labels)
+    rows = []
+    for seed in range(n_trials):
+        rng = np.random.default_rng(seed)
+        idx = shifted_sample(labels, 2000, 0.1, rng)
+        absent = 100 - len(np.unique(labels[idx]))
+        em = estimate_test_prior(proba[idx], q, solver="em", tol=tol, max_iter=100_000)
+        sq = estimate_test_prior(
+            proba[idx], q, solver="squarem", tol=tol, max_iter=100_000
+        )
+        rows.append(
+            (
+                absent,
+                em.n_passes,
+                sq.n_passes,
+                np.abs(em.prior - sq.prior).sum(),
+                sq.objective - em.objective,
+            )
+        )
+    rows = np.array(rows)
+    print(
+        f"SQUAREM vs EM, CIFAR-100 WRN outputs, n=2000 at Dirichlet(0.1), "
+        f"tol={tol:g}, {n_trials} batches\n"
+    )
+    print(
+        "| classes absent (median) | EM passes (median) | SQUAREM passes "
+        "(median) | ratio of medians | median per-batch ratio | min per-batch "
+        "ratio | ratio of totals | max L1(EM, SQUAREM) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    per_batch = rows[:, 1] / rows[:, 2]
+    print(
+        f"| {np.median(rows[:, 0]):.0f} | {np.median(rows[:, 1]):.0f} | "
+        f"{np.median(rows[:, 2]):.0f} | "
+        f"{np.median(rows[:, 1]) / np.median(rows[:, 2]):.1f}x | "
+        f"{np.median(per_batch):.1f}x | {per_batch.min():.1f}x | "
+        f"{rows[:, 1].sum() / rows[:, 2].sum():.1f}x | {rows[:, 3].max():.1e} |"
+    )
+    print(
+        f"\nSQUAREM's final log-likelihood minus EM's (per sample): median "
+        f"{np.median(rows[:, 4]):.1e}, min {rows[:, 4].min():.1e} (positive: "
+        f"SQUAREM stopped closer to the optimum)"
+    )
+    return per_batch
+
+
+def passes_to_optimum(proba, q, solver, optimum, target=1e-6, limit=20_000):
+    """Passes until the iterate is within ``target`` (L1) of ``optimum``.
+
+    The solver is run one iteration (EM step or SQUAREM cycle) at a time,
+    restarted from its last iterate; the extra evaluation each call makes to
+    test convergence is not counted (the next call repeats it).
+    """
+    prior, passes = q, 0
+    while np.abs(prior - optimum).sum() > target and passes < limit:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            result = estimate_test_prior(
+                proba, q, solver=solver, init=prior, max_iter=1, tol=1e-300
+            )
+        prior, passes = result.prior, passes + result.n_passes - 1
+    return passes
+
+
+def squarem_to_optimum(n_trials=20, target=1e-6):
+    proba, labels = load_model_outputs("wideresnet-16-4-cifar-100")
+    q = np.bincount(labels, minlength=100) / len(labels)
+    ratios, em_passes, sq_passes = [], [], []
+    for seed in range(n_trials):
+        rng = np.random.default_rng(seed)
+        idx = shifted_sample(labels, 2000, 0.1, rng)
+        batch = proba[idx].astype(np.float64)
+        optimum = estimate_test_prior(
+            batch, q, solver="squarem", tol=1e-13, max_iter=100_000
+        ).prior
+        em = passes_to_optimum(batch, q, "em", optimum, target)
+        sq = passes_to_optimum(batch, q, "squarem", optimum, target)
+        em_passes.append(em)
+        sq_passes.append(sq)
+        ratios.append(em / sq)
+    print(
+        f"\nPasses to come within {target:g} (L1) of the optimum (found by SQUAREM "
+        f"to tol 1e-13), same {n_trials} batches:\n"
+    )
+    print(
+        "| EM passes (median) | SQUAREM passes (median) | median per-batch ratio "
+        "| min per-batch ratio |"
+    )
+    print("|---|---|---|---|")
+    print(
+        f"| {np.median(em_passes):.0f} | {np.median(sq_passes):.0f} | "
+        f"{np.median(ratios):.1f}x | {min(ratios):.1f}x |"
+    )
+
+
+if __name__ == "__main__":
+    with threadpool_limits(1):
+        speed_against_quapy()
+        squarem_passes()
+        squarem_to_optimum()
