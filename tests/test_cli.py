@@ -359,3 +359,29 @@ def test_calibrate_errors(files, tmp_path, capsys):
     code, _, stderr = run(capsys, "calibrate", paths["test"])
     assert code == 2
     assert "--fit-labels" in stderr
+
+
+def test_unexpected_error_exits_1_with_traceback(files, capsys, monkeypatch):
+    """A bug (an exception that is not an input error) exits 1, with traceback."""
+    import skprior
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(skprior, "alternating_normalization", broken)
+    paths, _ = files
+    code, _, stderr = run(
+        capsys, "can", paths["test"], "--prior", ",".join(["1"] * 100)
+    )
+    assert code == 1
+    assert "Traceback" in stderr and "simulated bug" in stderr
+    assert "unexpected error" in stderr
+
+
+def test_top_level_help_lists_commands_and_exit_codes(capsys):
+    """`skprior --help` names every command and the exit codes."""
+    code, stdout, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("demo", "can", "adapt", "calibrate"):
+        assert command in stdout
+    assert "exit codes" in stdout
