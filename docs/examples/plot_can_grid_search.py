@@ -96,7 +96,7 @@ for name, score in scores.items():
 # At the best ``k`` and ``n_iter``: small ``tau`` corrects more rows.
 results = grid.cv_results_
 best = grid.best_params_
-fig, ax = plt.subplots(figsize=(6, 3.5))
+fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
 for alpha in [0.5, 1.0, 2.0]:
     chosen = [
         i

@@ -54,7 +54,7 @@ print(f"test accuracy of the network: {accuracy(proba_test, y_test):.4f}")
 # ``tau`` are corrected; the others are the confident reference.
 uncertainty = topk_entropy(proba_val, k=3)
 correct = proba_val.argmax(axis=1) == y_val
-fig, ax = plt.subplots(figsize=(6, 3.5))
+fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
 bins = np.linspace(0, 1, 41)
 ax.hist(uncertainty[correct], bins=bins, alpha=0.7, label="correct predictions")
 ax.hist(uncertainty[~correct], bins=bins, alpha=0.7, label="wrong predictions")
@@ -86,7 +86,7 @@ gain = np.array(
 best_tau, best_alpha = np.unravel_index(np.argmax(gain), gain.shape)
 tau, alpha = taus[best_tau], alphas[best_alpha]
 
-fig, ax = plt.subplots(figsize=(5, 3.5))
+fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
 image = ax.imshow(100 * gain, cmap="RdBu", vmin=-1, vmax=1)
 ax.set_xticks(range(len(alphas)), alphas)
 ax.set_yticks(range(len(taus)), taus)

@@ -74,7 +74,7 @@ print(f"L1 error of the MLE prior: {np.abs(mle_prior - test_prior).sum():.3f}")
 
 order = np.argsort(test_prior)[::-1]
 x = np.arange(len(classes))
-fig, ax = plt.subplots(figsize=(8, 3.5))
+fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
 ax.bar(x - 0.2, test_prior[order], width=0.4, label="true test prior")
 ax.bar(x + 0.2, mle_prior[order], width=0.4, label="estimated from the batch (MLE)")
 ax.axhline(1 / len(classes), color="gray", linestyle="--", label="training prior")

@@ -109,7 +109,7 @@ for _ in range(30):
     oracle = adjust_to_prior(calibrated, train_prior, counts / counts.sum())
     changes["oracle"].append(accuracy(oracle) - base)
 
-fig, ax = plt.subplots(figsize=(7, 3.5))
+fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 ax.boxplot([100 * np.array(v) for v in changes.values()])
 ax.set_xticks(range(1, len(changes) + 1), list(changes))
 ax.axhline(0, color="gray", linestyle="--")
