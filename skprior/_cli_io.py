@@ -233,6 +233,8 @@ def write_array(path, proba, extra=None):
         elif suffix == ".npz":
             np.savez(path, proba=proba, **(extra or {}))
         else:
-            np.savetxt(path, proba, delimiter=",", fmt="%.9g")
+            # Enough digits to read the same floats back.
+            digits = 9 if proba.dtype == np.float32 else 17
+            np.savetxt(path, proba, delimiter=",", fmt=f"%.{digits}g")
     except OSError as exc:
         raise InputError(f"{path}: cannot be written ({exc}).") from exc
