@@ -77,7 +77,9 @@ x = np.arange(len(classes))
 fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
 ax.bar(x - 0.2, test_prior[order], width=0.4, label="true test prior")
 ax.bar(x + 0.2, mle_prior[order], width=0.4, label="estimated from the batch (MLE)")
-ax.axhline(1 / len(classes), color="gray", linestyle="--", label="training prior")
+ax.axhline(
+    1 / len(classes), color="gray", linestyle="--", label="training prior (about 1/26)"
+)
 ax.set_xticks(x, [chr(ord("A") + int(c) - int(classes.min())) for c in classes[order]])
 ax.set_ylabel("share of the test set")
 ax.legend()
