@@ -524,3 +524,32 @@ def test_no_root_warning_in_estimator():
         model = LogisticRegression().fit(X[keep], y[keep])
     with pytest.warns(UserWarning, match="no error"):
         TemperatureCalibratedClassifier(model).fit(X[keep], y[keep])
+
+
+class ScaledLogisticRegression(LogisticRegression):
+    """LogisticRegression whose decision_function is scaled and cast (test double)."""
+
+    def __init__(self, scale=1.0, dtype=np.float64, max_iter=500):
+        super().__init__(max_iter=max_iter)
+        self.scale = scale
+        self.dtype = dtype
+
+    def decision_function(self, X):
+        return (self.scale * super().decision_function(X)).astype(self.dtype)
+
+
+@pytest.mark.parametrize("method", ["ec", "nll", "bcts"])
+@pytest.mark.parametrize("scale, dtype", [(1e4, np.float64), (1.0, np.float32)])
+def test_estimator_with_huge_or_float32_logits(method, scale, dtype, digits_split):
+    """Logits of order 1e4 scale T by 1e4; float32 logits fit like float64."""
+    X_train, X_cal, y_train, y_cal = digits_split
+    base = ScaledLogisticRegression().fit(X_train, y_train)
+    other = ScaledLogisticRegression(scale=scale, dtype=dtype).fit(X_train, y_train)
+    assert np.abs(other.decision_function(X_cal)).max() > 1e3 or dtype == np.float32
+    fitted = TemperatureCalibratedClassifier(base, method=method).fit(X_cal, y_cal)
+    scaled = TemperatureCalibratedClassifier(other, method=method).fit(X_cal, y_cal)
+    rel = 1e-4 if (method == "bcts" or dtype == np.float32) else 1e-9
+    assert scaled.temperature_ == pytest.approx(scale * fitted.temperature_, rel=rel)
+    proba = scaled.predict_proba(X_cal)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba, fitted.predict_proba(X_cal), atol=1e-4)
