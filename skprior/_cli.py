@@ -19,6 +19,7 @@ import numpy as np
 
 from skprior._cli_io import (
     InputError,
+    check_output_path,
     parse_prior,
     read_labels,
     read_logits,
@@ -122,11 +123,15 @@ def _load_labels(args, path, proba):
     return read_labels(path, proba.shape[0], proba.shape[1], key=args.labels_key)
 
 
-def _finish(args, before, after, extra=None):
+def _report_labels(args, outputs):
+    """The --labels of OUTPUTS (None without), read before any long computation."""
+    if args.labels is None:
+        return None
+    return _load_labels(args, args.labels, outputs)
+
+
+def _finish(args, before, after, labels, extra=None):
     """Write --output, print the report and draw --diagram (with --labels)."""
-    labels = None
-    if args.labels is not None:
-        labels = _load_labels(args, args.labels, before)
     if args.output is not None:
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
@@ -170,6 +175,7 @@ def _can(args):
     from skprior import alternating_normalization
 
     proba = _load(args)
+    labels = _report_labels(args, proba)
     prior = _training_prior(args, proba.shape[1])
     reference = None if args.reference is None else _load(args, args.reference)
     start = time.perf_counter()
@@ -189,7 +195,7 @@ def _can(args):
         f"CAN changed {changed} of {proba.shape[0]} rows "
         f"({time.perf_counter() - start:.1f}s)",
     )
-    return _finish(args, proba, adjusted)
+    return _finish(args, proba, adjusted, labels)
 
 
 # -- skprior adapt -------------------------------------------------------------------
@@ -247,6 +253,7 @@ def _adapt(args):
     from skprior import adjust_to_prior
 
     proba = _load(args)
+    labels = _report_labels(args, proba)
     train_prior = _training_prior(args, proba.shape[1])
     start = time.perf_counter()
     test_prior, how = _test_prior(args, proba, train_prior)
@@ -255,7 +262,7 @@ def _adapt(args):
     _say(args, f"test prior {how} ({time.perf_counter() - start:.1f}s)")
     print(f"test prior ({how}):")
     print(",".join(f"{value:.6f}" for value in test_prior))
-    return _finish(args, proba, adjusted, extra={"prior": test_prior})
+    return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
 
 
 # -- skprior calibrate -----------------------------------------------------------------
@@ -290,6 +297,7 @@ def _calibrate(args):
     _say(
         args, f"read {args.outputs}: {logits.shape[0]} rows, {logits.shape[1]} classes"
     )
+    labels = _report_labels(args, logits)
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
     bias = None
@@ -309,7 +317,7 @@ def _calibrate(args):
     extra = {"temperature": np.float64(temperature)}
     if bias is not None:
         extra["bias"] = bias
-    return _finish(args, before, after, extra)
+    return _finish(args, before, after, labels, extra)
 
 
 # -- the parser ----------------------------------------------------------------------
@@ -534,6 +542,8 @@ def _run(args):
     """Run a command; library warnings become one line on stderr."""
     if getattr(args, "diagram", None) is not None and args.labels is None:
         raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
+    if getattr(args, "output", None) is not None:
+        check_output_path(args.output)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code = args.handler(args)

@@ -217,16 +217,26 @@ def parse_prior(text, n_classes):
     return values / values.sum()
 
 
+def check_output_path(path):
+    """Refuse an output path with an unknown extension or a missing folder.
+
+    Returns the extension; called before any computation, so that a typo in
+    ``--output`` costs nothing.
+    """
+    suffix = _suffix(path)
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist.")
+    return suffix
+
+
 def write_array(path, proba, extra=None):
     """Write ``proba`` to ``path``; the format follows the extension.
 
     ``.npz`` files hold ``proba`` under the key ``proba`` and the arrays of
     ``extra`` (a dict) under their names; .npy and .csv hold ``proba`` only.
     """
-    suffix = _suffix(path)
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise InputError(f"{path}: the folder {folder} does not exist.")
+    suffix = check_output_path(path)
     try:
         if suffix == ".npy":
             np.save(path, proba)

@@ -385,3 +385,20 @@ def test_top_level_help_lists_commands_and_exit_codes(capsys):
     for command in ("demo", "can", "adapt", "calibrate"):
         assert command in stdout
     assert "exit codes" in stdout
+
+
+@pytest.mark.parametrize("command", ["adapt", "calibrate"])
+def test_bad_labels_or_output_fail_before_any_result(files, tmp_path, capsys, command):
+    """A wrong --labels file or --output path is refused before the computation."""
+    paths, arrays = files
+    short = tmp_path / "short.npy"
+    np.save(short, arrays["test_labels"][:5])
+    extra = {
+        "adapt": ["--prior-from-labels", paths["val_labels"]],
+        "calibrate": ["--fit-labels", paths["test_labels"]],
+    }[command]
+    for bad in (["--labels", short], ["-o", tmp_path / "no_folder" / "out.npy"]):
+        code, stdout, stderr = run(capsys, command, paths["test"], *extra, *bad)
+        assert code == 2, stderr
+        assert stdout == ""  # no prior or temperature printed
+        assert "error:" in stderr
