@@ -363,9 +363,9 @@ def alternating_normalization(
         Non-negative weight of each ``reference`` row in the column sums (a row
         of weight w counts as w copies of itself); ``None`` weighs all rows 1.
         Only used with ``reference``.
-    uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
-            default="renormalized"
-        Definition of the uncertainty, see :func:`topk_entropy`.
+    uncertainty : str, default="renormalized"
+        Definition of the uncertainty: ``"renormalized"``, ``"unrenormalized"``
+        or ``"max_over_k"``, see :func:`topk_entropy`.
 
     Returns
     -------
@@ -515,7 +515,7 @@ class CANClassifier(BasePriorClassifier):
         Class labels, from the inner model.
     n_features_in_ : int
         Number of features, when the inner model has it.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when the inner model has them.
 
     See Also

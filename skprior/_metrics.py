@@ -186,7 +186,7 @@ def expected_calibration_error(
     Examples
     --------
     Two samples at confidence 0.9 and 0.6, one right, one wrong, in the bins
-    (0.8, 1] and (0.4, 0.6]: ECE = (|0 - 0.9| + |1 - 0.6|) / 2.
+    (0.8, 1] and (0.4, 0.6]: ECE = ``(|0 - 0.9| + |1 - 0.6|) / 2``.
 
     >>> from skprior.metrics import expected_calibration_error
     >>> y_proba = [[0.9, 0.1], [0.4, 0.6]]

@@ -652,7 +652,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         Class labels, from the inner model.
     n_features_in_ : int
         Number of features, when the inner model has it.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when the inner model has them.
 
     Warns

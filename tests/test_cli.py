@@ -1,0 +1,404 @@
+"""The ``skprior`` command line, end to end on stored CIFAR outputs.
+
+Each test splits a real output file into a "validation" half and a "test" half
+written to temporary files, runs a command through ``skprior._cli.main`` (one
+test through a real ``python -m skprior`` process) and checks the files it
+writes, the report it prints, its exit code and its error messages.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skprior import alternating_normalization
+from skprior._cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+N_HALF = 2000
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Two halves of WideResNet-16-4 CIFAR-100 outputs as .npy/.npz/.csv files."""
+    folder = tmp_path_factory.mktemp("outputs")
+    stored = np.load(
+        ROOT / "benchmarks/data/model_outputs/netcal_wideresnet-16-4-cifar-100.npz"
+    )
+    proba, labels = stored["predictions"], stored["ground_truth"]
+    val, test = slice(0, N_HALF), slice(N_HALF, 2 * N_HALF)
+    paths = {
+        "val": folder / "val.npy",
+        "val_labels": folder / "val_labels.npy",
+        "test": folder / "test.npy",
+        "test_labels": folder / "test_labels.npy",
+        "test_npz": folder / "test.npz",
+        "test_csv": folder / "test.csv",
+        "test_logits": folder / "test_logits.npy",
+        "labels_csv": folder / "test_labels.csv",
+    }
+    np.save(paths["val"], proba[val])
+    np.save(paths["val_labels"], labels[val])
+    np.save(paths["test"], proba[test])
+    np.save(paths["test_labels"], labels[test])
+    np.savez(paths["test_npz"], predictions=proba[test], ground_truth=labels[test])
+    np.savetxt(paths["test_csv"], proba[test], delimiter=",", fmt="%.9g")
+    np.save(paths["test_logits"], np.log(proba[test].astype(np.float64)) + 3.0)
+    paths["labels_csv"].write_text("label\n" + "\n".join(map(str, labels[test])))
+    arrays = {
+        "val": proba[val],
+        "val_labels": labels[val],
+        "test": proba[test],
+        "test_labels": labels[test],
+    }
+    return {key: str(path) for key, path in paths.items()}, arrays
+
+
+def run(capsys, *argv):
+    """Run ``main`` and return (exit code, stdout, stderr)."""
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def prior_of(labels, n_classes=100):
+    return np.bincount(labels, minlength=n_classes) / len(labels)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".csv"])
+def test_can_writes_what_the_array_function_gives(files, tmp_path, capsys, suffix):
+    """`skprior can` writes alternating_normalization's result, in every format."""
+    paths, arrays = files
+    out = tmp_path / f"adjusted{suffix}"
+    code, stdout, stderr = run(
+        capsys,
+        "can",
+        paths["test"],
+        "--prior-from-labels",
+        paths["val_labels"],
+        "--tau",
+        "0.7",
+        "-o",
+        out,
+    )
+    assert code == 0, stderr
+    expected = alternating_normalization(
+        arrays["test"], prior_of(arrays["val_labels"]), tau=0.7
+    )
+    if suffix == ".npy":
+        written = np.load(out)
+    elif suffix == ".npz":
+        written = np.load(out)["proba"]
+    else:
+        written = np.loadtxt(out, delimiter=",")
+    np.testing.assert_allclose(written, expected, rtol=1e-6, atol=1e-9)
+    assert "wrote" in stderr and "rows" in stderr
+    assert stdout == ""
+
+
+def test_can_report_before_after(files, capsys):
+    """With --labels, the report gives accuracy and NLL before, after, change."""
+    paths, arrays = files
+    code, stdout, _ = run(
+        capsys,
+        "can",
+        paths["test"],
+        "--prior",
+        ",".join(map(str, np.bincount(arrays["val_labels"], minlength=100) + 1)),
+        "--labels",
+        paths["test_labels"],
+        "--quiet",
+    )
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0].split() == ["before", "after", "change"]
+    accuracy = dict(
+        zip(["name", "before", "after", "change"], lines[1].split(), strict=True)
+    )
+    assert accuracy["name"] == "accuracy"
+    expected = np.mean(arrays["test"].argmax(axis=1) == arrays["test_labels"])
+    assert float(accuracy["before"]) == pytest.approx(expected, abs=1e-4)
+    assert any(line.startswith("NLL") for line in lines)
+
+
+def test_npz_csv_and_logits_inputs_agree(files, tmp_path, capsys):
+    """An .npz (default key), a .csv and logits give the same CAN result."""
+    paths, _ = files
+    results = []
+    for source, extra in [
+        (paths["test_npz"], []),
+        (paths["test_csv"], []),
+        (paths["test_logits"], ["--logits"]),
+    ]:
+        out = tmp_path / f"{len(results)}.npy"
+        args = ["can", source, *extra, "--prior", ",".join(["1"] * 100), "-o", out]
+        code, _, stderr = run(capsys, *args)
+        assert code == 0, stderr
+        results.append(np.load(out))
+    for other in results[1:]:
+        np.testing.assert_allclose(other, results[0], rtol=1e-5, atol=1e-8)
+
+
+def test_labels_csv_with_header(files, capsys):
+    """A labels .csv whose first line is a header is read without it."""
+    paths, _ = files
+    code, stdout, stderr = run(
+        capsys, "can", paths["test"], "--prior-from-labels", paths["labels_csv"],
+        "--labels", paths["labels_csv"], "-q",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "accuracy" in stdout
+
+
+def test_reference_file(files, tmp_path, capsys):
+    """--reference takes the confident rows from another file (inductive CAN)."""
+    paths, arrays = files
+    out = tmp_path / "adjusted.npy"
+    code, _, _ = run(
+        capsys, "can", paths["test"], "--prior", ",".join(["1"] * 100),
+        "--reference", paths["val"], "-o", out, "-q",
+    )  # fmt: skip
+    assert code == 0
+    expected = alternating_normalization(
+        arrays["test"], np.full(100, 0.01), reference=arrays["val"]
+    )
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda p, t: ["can", t / "missing.npy", "--prior", "1,1"], "no such file"),
+        (
+            lambda p, t: ["can", p["test"], "--prior", "1,1"],
+            "the prior has 2 entries but the outputs have 100 classes",
+        ),
+        (
+            lambda p, t: [
+                "can", p["test"], "--prior-from-labels", p["val_labels"],
+                "--labels", p["val_labels"][:-4] + "_short.npy",
+            ],
+            "no such file",
+        ),
+        (
+            lambda p, t: ["can", p["test_logits"], "--prior", ",".join(["1"] * 100)],
+            "pass --logits",
+        ),
+        (
+            lambda p, t: [
+                "can", p["test"], "--prior", ",".join(["1"] * 100), "-o", t / "x.txtx",
+            ],
+            "unknown file type",
+        ),
+        (
+            lambda p, t: [
+                "can", p["test"], "--prior", ",".join(["1"] * 100), "--k", "1",
+            ],
+            "k must be",
+        ),
+        (
+            lambda p, t: [
+                "can", p["test_npz"], "--key", "nope", "--prior", "1,1",
+            ],
+            "has no array 'nope'",
+        ),
+    ],
+)  # fmt: skip
+def test_input_errors_exit_2_without_traceback(
+    files, tmp_path, capsys, make_args, message
+):
+    """Bad input: exit code 2, one clear message on stderr, no traceback."""
+    paths, _ = files
+    code, stdout, stderr = run(capsys, *make_args(paths, tmp_path))
+    assert code == 2
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert stdout == ""
+
+
+def test_mismatched_label_file(files, tmp_path, capsys):
+    """A label file with a different number of rows is refused (exit 2)."""
+    paths, arrays = files
+    short = tmp_path / "short.npy"
+    np.save(short, arrays["test_labels"][:-1])
+    code, _, stderr = run(
+        capsys, "can", paths["test"], "--prior", ",".join(["1"] * 100),
+        "--labels", short,
+    )  # fmt: skip
+    assert code == 2
+    assert f"has {N_HALF - 1} labels but the outputs have {N_HALF} rows" in stderr
+
+
+def test_usage_errors_and_help(capsys):
+    """argparse's own conventions: --help exits 0, a missing option exits 2."""
+    code, stdout, _ = run(capsys, "can", "--help")
+    assert code == 0
+    assert "exit codes" in stdout and "--prior-from-labels" in stdout
+    code, _, stderr = run(capsys, "can", "x.npy")
+    assert code == 2
+    assert "one of the arguments --prior --prior-from-labels is required" in stderr
+    code, _, stderr = run(capsys, "no-such-command")
+    assert code == 2
+
+
+def test_subprocess_python_m_skprior(files, tmp_path):
+    """A real process: `python -m skprior can` writes the file and exits 0/2."""
+    paths, _ = files
+    out = tmp_path / "adjusted.npz"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "skprior", "can", paths["test"]]
+    done = subprocess.run(
+        [*command, "--prior-from-labels", paths["val_labels"], "-o", str(out),
+         "--labels", paths["test_labels"]],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert np.load(out)["proba"].shape == (N_HALF, 100)
+    assert "accuracy" in done.stdout
+    failed = subprocess.run(
+        [*command, "--prior", "1,2"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert failed.returncode == 2
+    assert "error:" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_adapt_prints_and_applies_the_mle_prior(files, tmp_path, capsys):
+    """`skprior adapt` prints the EM estimate and writes Bayes' rule to it."""
+    from skprior import adjust_to_prior, estimate_test_prior
+
+    paths, arrays = files
+    out = tmp_path / "adapted.npz"
+    code, stdout, stderr = run(
+        capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--solver", "squarem", "-o", out, "--labels", paths["test_labels"],
+    )  # fmt: skip
+    assert code == 0, stderr
+    train_prior = prior_of(arrays["val_labels"])
+    expected = estimate_test_prior(arrays["test"], train_prior, solver="squarem").prior
+    lines = stdout.splitlines()
+    assert lines[0].startswith("test prior (MLE by squarem")
+    printed = np.array([float(v) for v in lines[1].split(",")])
+    np.testing.assert_allclose(printed, expected, atol=1e-6)
+    stored = np.load(out)
+    np.testing.assert_allclose(stored["prior"], expected)
+    np.testing.assert_allclose(
+        stored["proba"], adjust_to_prior(arrays["test"], train_prior, expected)
+    )
+    assert [line.split()[0] for line in lines[3:]] == ["accuracy", "ECE", "NLL"]
+
+
+def test_adapt_bbse_and_known(files, tmp_path, capsys):
+    """BBSE needs labelled validation outputs; a known prior is used as given."""
+    paths, _ = files
+    prior = ["--prior-from-labels", paths["val_labels"]]
+    code, _, stderr = run(capsys, "adapt", paths["test"], *prior, "--method", "bbse")
+    assert code == 2
+    assert "--val-outputs and --val-labels" in stderr
+    code, stdout, _ = run(
+        capsys, "adapt", paths["test"], *prior, "--method", "bbse",
+        "--val-outputs", paths["val"], "--val-labels", paths["val_labels"], "-q",
+    )  # fmt: skip
+    assert code == 0
+    assert stdout.startswith("test prior (estimated by BBSE)")
+    known = ",".join(["1"] * 99 + ["101"])
+    out = tmp_path / "known.npy"
+    code, stdout, _ = run(
+        capsys, "adapt", paths["test"], *prior, "--method", "known",
+        "--test-prior", known, "-o", out, "-q",
+    )  # fmt: skip
+    assert code == 0
+    assert stdout.splitlines()[1].split(",")[-1] == "0.505000"
+
+
+def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, capsys):
+    """`skprior calibrate` fits T by EC on the validation half, applies it."""
+    from skprior import fit_temperature, softmax_temperature
+
+    paths, arrays = files
+    out = tmp_path / "calibrated.npy"
+    diagram = tmp_path / "diagram.png"
+    code, stdout, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", paths["val"],
+        "--fit-labels", paths["val_labels"], "-o", out,
+        "--labels", paths["test_labels"], "--diagram", diagram,
+    )  # fmt: skip
+    assert code == 0, stderr
+    logits_val = np.log(arrays["val"].astype(np.float64))
+    temperature = fit_temperature(logits_val, arrays["val_labels"], method="ec")
+    assert stdout.startswith(f"temperature {temperature:.6g} (ec, fitted on {N_HALF}")
+    expected = softmax_temperature(
+        np.log(arrays["test"].astype(np.float64)), temperature
+    )
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-10)
+    assert diagram.read_bytes()[:4] == b"\x89PNG"
+    ece = next(line for line in stdout.splitlines() if line.startswith("ECE"))
+    assert float(ece.split()[3]) < 0  # the calibration lowers the ECE
+
+
+def test_calibrate_errors(files, tmp_path, capsys):
+    """Mismatched fit files and --diagram without --labels exit with 2."""
+    paths, arrays = files
+    short = tmp_path / "short_labels.npy"
+    np.save(short, arrays["val_labels"][:10])
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", paths["val"],
+        "--fit-labels", short,
+    )  # fmt: skip
+    assert code == 2
+    assert "has 10 labels but the outputs have" in stderr
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-labels", paths["test_labels"],
+        "--diagram", tmp_path / "d.png",
+    )  # fmt: skip
+    assert code == 2
+    assert "--diagram needs --labels" in stderr
+    code, _, stderr = run(capsys, "calibrate", paths["test"])
+    assert code == 2
+    assert "--fit-labels" in stderr
+
+
+def test_unexpected_error_exits_1_with_traceback(files, capsys, monkeypatch):
+    """A bug (an exception that is not an input error) exits 1, with traceback."""
+    import skprior
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(skprior, "alternating_normalization", broken)
+    paths, _ = files
+    code, _, stderr = run(
+        capsys, "can", paths["test"], "--prior", ",".join(["1"] * 100)
+    )
+    assert code == 1
+    assert "Traceback" in stderr and "simulated bug" in stderr
+    assert "unexpected error" in stderr
+
+
+def test_top_level_help_lists_commands_and_exit_codes(capsys):
+    """`skprior --help` names every command and the exit codes."""
+    code, stdout, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("demo", "can", "adapt", "calibrate"):
+        assert command in stdout
+    assert "exit codes" in stdout
+
+
+@pytest.mark.parametrize("command", ["adapt", "calibrate"])
+def test_bad_labels_or_output_fail_before_any_result(files, tmp_path, capsys, command):
+    """A wrong --labels file or --output path is refused before the computation."""
+    paths, arrays = files
+    short = tmp_path / "short.npy"
+    np.save(short, arrays["test_labels"][:5])
+    extra = {
+        "adapt": ["--prior-from-labels", paths["val_labels"]],
+        "calibrate": ["--fit-labels", paths["test_labels"]],
+    }[command]
+    for bad in (["--labels", short], ["-o", tmp_path / "no_folder" / "out.npy"]):
+        code, stdout, stderr = run(capsys, command, paths["test"], *extra, *bad)
+        assert code == 2, stderr
+        assert stdout == ""  # no prior or temperature printed
+        assert "error:" in stderr
