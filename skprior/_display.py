@@ -68,6 +68,11 @@ class ReliabilityDisplay:
     skprior.metrics.reliability_curve : The points of the curve.
     skprior.metrics.expected_calibration_error : The ECE in the legend.
 
+    References
+    ----------
+    .. [1] Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern Neural
+       Networks", ICML 2017.
+
     Examples
     --------
     >>> import matplotlib

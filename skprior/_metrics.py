@@ -262,6 +262,11 @@ def reliability_curve(
     expected_calibration_error : The weighted mean of ``|accuracy - confidence|``.
     ReliabilityDisplay : Plot the curve.
 
+    References
+    ----------
+    .. [1] Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern Neural
+       Networks", ICML 2017.
+
     Examples
     --------
     >>> from skprior.metrics import reliability_curve

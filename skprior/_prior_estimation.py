@@ -50,6 +50,19 @@ class PriorEstimate:
         Mean log-likelihood per sample at ``prior``,
         ``mean_i log sum_k prior_k p_ik / q_k``, plus the log Dirichlet density
         term ``(a - 1) sum_k log prior_k / N`` for ``method="map"``.
+
+    See Also
+    --------
+    estimate_test_prior : The function that returns it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import estimate_test_prior
+    >>> proba = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> estimate = estimate_test_prior(proba, [0.5, 0.5])
+    >>> estimate.converged, round(float(estimate.prior.sum()), 6)
+    (True, 1.0)
     """
 
     prior: np.ndarray

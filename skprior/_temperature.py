@@ -327,6 +327,11 @@ def softmax_temperature(logits, temperature, bias=None):
     --------
     fit_temperature : Find ``T`` on held-out logits and labels.
 
+    References
+    ----------
+    .. [1] Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern Neural
+       Networks", ICML 2017.
+
     Examples
     --------
     >>> import numpy as np
