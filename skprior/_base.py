@@ -68,8 +68,10 @@ class BasePriorClassifier(
 ):
     """Base class for the wrappers that post-process ``predict_proba``.
 
-    Subclasses implement ``_adjust_proba(proba)`` and may extend
-    ``_fit_post_hoc(X, y_index, sample_weight)``; everything else is here.
+    Subclasses implement ``_adjust_proba(output)``, which turns the inner
+    model's output for a batch (``_inner_output(X)``: probabilities by default)
+    into probabilities, and may extend ``_fit_post_hoc(X, y_index,
+    sample_weight)``; everything else is here.
 
     The inner model, ``estimator``, is handled as scikit-learn's
     ``FrozenEstimator`` would handle it when it is already fitted: used as it
@@ -181,9 +183,13 @@ class BasePriorClassifier(
             )
         return proba
 
+    def _inner_output(self, X):
+        """What ``_adjust_proba`` post-processes: the inner probabilities."""
+        return self._inner_proba(X)
+
     @abstractmethod
-    def _adjust_proba(self, proba):
-        """Post-process the inner probabilities (each subclass's own rule)."""
+    def _adjust_proba(self, output):
+        """Post-process the inner output (each subclass's own rule)."""
 
     def predict_proba(self, X):
         """Post-processed class probabilities for ``X``.
@@ -199,7 +205,7 @@ class BasePriorClassifier(
             Probabilities in the order of ``classes_``; rows sum to one.
         """
         check_is_fitted(self)
-        return self._adjust_proba(self._inner_proba(X))
+        return self._adjust_proba(self._inner_output(X))
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (``-inf`` where it is exactly 0).

@@ -452,8 +452,8 @@ def alternating_normalization(
         corrected = _can_iterated(
             rows, reference[selected], weight[selected], prior, alpha, n_iter
         )
-    lost = ~np.isfinite(corrected.sum(axis=1))
-    lost |= np.abs(corrected.sum(axis=1) - 1) > 1e-6
+    row_sums = corrected.sum(axis=1)
+    lost = ~np.isfinite(row_sums) | (np.abs(row_sums - 1) > 1e-6)
     if lost.any() and selected.any():
         corrected[lost] = _can_log_domain(
             rows[lost], reference[selected], weight[selected], prior, alpha, n_iter

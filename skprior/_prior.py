@@ -195,7 +195,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         for name in ("test_prior_", "confusion_"):
             if hasattr(self, name):
                 delattr(self, name)
-        needs_proba = self.method == "bbse" or (
+        needs_proba = self.method != "known" or (
             self.train_prior is None and self.source_prior == "mean_posterior"
         )
         proba = self._inner_proba(X) if needs_proba else None
@@ -228,8 +228,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             np.add.at(confusion, (predicted, y_index), weights)
             self.confusion_ = confusion / confusion.sum()
         else:
-            fit_proba = self._inner_proba(X)
-            self.n_iter_ = self._estimate(fit_proba).n_passes
+            self.n_iter_ = self._estimate(proba).n_passes
         self.reset_prior()
 
     # -- the prior of a batch ------------------------------------------------------

@@ -30,7 +30,7 @@ from scipy.optimize import brentq, minimize
 from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import column_or_1d
 
 from skprior._base import BasePriorClassifier
 from skprior._sklearn_compat import HasMethods, StrOptions, _check_sample_weight
@@ -721,7 +721,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         self.method = method
         self.train_prior = train_prior
 
-    def _logits(self, X):
+    def _inner_output(self, X):
         """The inner model's logits for ``X``, shape (n_samples, n_classes)."""
         n_classes = len(self.classes_)
         if hasattr(self.estimator_, "decision_function"):
@@ -746,7 +746,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         return logits
 
     def _fit_post_hoc(self, X, y_index, sample_weight):
-        logits = self._logits(X)
+        logits = self._inner_output(X)
         if self.method == "bcts":
             self.temperature_, self.bias_ = fit_bias_corrected_temperature(
                 logits, y_index, sample_weight=sample_weight
@@ -758,27 +758,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             if hasattr(self, "bias_"):
                 del self.bias_
 
-    def _adjust_proba(self, proba):
-        with np.errstate(divide="ignore"):
-            logits = np.log(proba.astype(np.float64))
+    def _adjust_proba(self, logits):
         return softmax_temperature(
             logits, self.temperature_, getattr(self, "bias_", None)
-        )
-
-    def predict_proba(self, X):
-        """Calibrated class probabilities ``softmax(logits / T + bias)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
-            Data to predict.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Probabilities in the order of ``classes_``; rows sum to one.
-        """
-        check_is_fitted(self)
-        return softmax_temperature(
-            self._logits(X), self.temperature_, getattr(self, "bias_", None)
         )
