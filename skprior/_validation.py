@@ -20,6 +20,66 @@ def _row_sum_tolerance(dtype, n_classes):
     return max(1e-6, 64 * eps * n_classes)
 
 
+def _as_proba_array(proba, name, min_classes):
+    """``proba`` as a 2-D float array with enough columns (values not checked)."""
+    arr = np.asarray(proba)
+    if arr.ndim == 1:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes), got a 1-D array "
+            f"of shape {arr.shape}. For a binary problem given as P(class 1), pass "
+            f"np.column_stack([1 - p, p]); for a single sample, pass p[None, :]."
+        )
+    arr = check_array(
+        proba,
+        dtype=[np.float64, np.float32],
+        ensure_all_finite=False,
+        ensure_min_samples=1,
+        input_name=name,
+    )
+    if arr.shape[1] < min_classes:
+        raise ValueError(
+            f"{name} must have at least {min_classes} columns (one per class), "
+            f"got {arr.shape[1]}."
+        )
+    return arr
+
+
+def _row_sums(arr):
+    # ``einsum`` is several times faster than ``sum(axis=1)`` on narrow rows,
+    # and unlike a BLAS product it does not stall when the cores are busy.
+    return np.einsum("ij->i", arr)
+
+
+def _check_row_sums(row_sums, arr, name):
+    """Raise if a row sum is not finite or not 1 (within the dtype's tolerance)."""
+    if not np.all(np.isfinite(row_sums)):
+        bad = int(np.flatnonzero(~np.isfinite(row_sums))[0])
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first in row {bad}). "
+            f"Probabilities must be finite; check the model's outputs."
+        )
+    tol = _row_sum_tolerance(arr.dtype, arr.shape[1])
+    off = np.abs(row_sums - 1)
+    if off.max() > tol:
+        bad = int(np.argmax(off))
+        raise ValueError(
+            f"The rows of {name} must sum to 1 (within {tol:.1e}); row {bad} sums "
+            f"to {row_sums[bad]:.6g}. If these are logits or scores, apply "
+            f"scipy.special.softmax(scores, axis=1); if they are unnormalised "
+            f"weights, divide each row by its sum."
+        )
+
+
+def _raise_if_negative(arr, name):
+    if arr.min() < 0:
+        bad = int(np.flatnonzero((arr < 0).any(axis=1))[0])
+        raise ValueError(
+            f"{name} contains negative values (first in row {bad}), so it is not "
+            f"a matrix of probabilities. If these are logits or decision scores, "
+            f"convert them with scipy.special.softmax(scores, axis=1) first."
+        )
+
+
 def check_proba(proba, *, name="proba", min_classes=2):
     """Validate a matrix of class probabilities, one row per sample.
 
@@ -44,54 +104,46 @@ def check_proba(proba, *, name="proba", min_classes=2):
         If the array is not 2-D, has too few columns, holds NaN, infinite or
         negative values, or rows that do not sum to one.
     """
-    arr = np.asarray(proba)
-    if arr.ndim == 1:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes), got a 1-D array "
-            f"of shape {arr.shape}. For a binary problem given as P(class 1), pass "
-            f"np.column_stack([1 - p, p]); for a single sample, pass p[None, :]."
-        )
-    arr = check_array(
-        proba,
-        dtype=[np.float64, np.float32],
-        ensure_all_finite=False,
-        ensure_min_samples=1,
-        input_name=name,
-    )
-    n_classes = arr.shape[1]
-    if n_classes < min_classes:
-        raise ValueError(
-            f"{name} must have at least {min_classes} columns (one per class), "
-            f"got {n_classes}."
-        )
-    # One pass finds NaN and inf too: they make the row sum non-finite.
-    # ``einsum`` is several times faster than ``sum(axis=1)`` on narrow rows,
-    # and unlike a BLAS product it does not stall when the cores are busy.
-    row_sums = np.einsum("ij->i", arr)
-    if not np.all(np.isfinite(row_sums)):
-        bad = int(np.flatnonzero(~np.isfinite(row_sums))[0])
-        raise ValueError(
-            f"{name} contains NaN or infinite values (first in row {bad}). "
-            f"Probabilities must be finite; check the model's outputs."
-        )
-    if arr.min() < 0:
-        bad = int(np.flatnonzero((arr < 0).any(axis=1))[0])
-        raise ValueError(
-            f"{name} contains negative values (first in row {bad}), so it is not "
-            f"a matrix of probabilities. If these are logits or decision scores, "
-            f"convert them with scipy.special.softmax(scores, axis=1) first."
-        )
-    tol = _row_sum_tolerance(arr.dtype, n_classes)
-    off = np.abs(row_sums - 1)
-    if off.max() > tol:
-        bad = int(np.argmax(off))
-        raise ValueError(
-            f"The rows of {name} must sum to 1 (within {tol:.1e}); row {bad} sums "
-            f"to {row_sums[bad]:.6g}. If these are logits or scores, apply "
-            f"scipy.special.softmax(scores, axis=1); if they are unnormalised "
-            f"weights, divide each row by its sum."
-        )
+    arr = _as_proba_array(proba, name, min_classes)
+    # NaN and inf make the row sum non-finite: one pass finds them too.
+    row_sums = _row_sums(arr)
+    if np.all(np.isfinite(row_sums)):
+        _raise_if_negative(arr, name)
+    _check_row_sums(row_sums, arr, name)
     return arr
+
+
+def check_proba_with_row_max(proba, *, name="proba"):
+    """:func:`check_proba` that also returns each row's maximum and sum.
+
+    Two passes over the array instead of three: seen as unsigned integers of
+    the same width, non-negative floats order as their values do, ``+inf`` and
+    NaN lie above every finite float and negative values (sign bit set) above
+    those, so one integer row maximum gives the row maxima and, compared with
+    the bits of ``+inf``, finds every value that is not a finite non-negative
+    float. Only then is the slower :func:`check_proba` run, for its message.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_classes)
+        As :func:`check_proba` returns it, except that negative zeros, which
+        are valid, come back as positive zeros (in a copy).
+    row_max : ndarray of shape (n_samples,)
+        The largest entry of each row, in the dtype of ``proba``.
+    row_sums : ndarray of shape (n_samples,)
+        The sum of each row.
+    """
+    arr = _as_proba_array(proba, name, min_classes=2)
+    unsigned = np.uint32 if arr.dtype == np.float32 else np.uint64
+    inf_bits = np.array(np.inf, dtype=arr.dtype).view(unsigned)
+    row_max = arr.view(unsigned).max(axis=1)
+    if row_max.max() >= inf_bits:
+        arr = check_proba(arr, name=name)  # raises, unless all are -0.0
+        arr = arr + 0.0  # -0.0 + 0.0 is +0.0
+        row_max = arr.view(unsigned).max(axis=1)
+    row_sums = _row_sums(arr)
+    _check_row_sums(row_sums, arr, name)
+    return arr, row_max.view(arr.dtype), row_sums
 
 
 def check_prior(prior, n_classes, *, name="prior", positive=False):

@@ -312,18 +312,87 @@ def test_bad_parameters_are_refused(kwargs, error, match):
         ([[0.5, np.nan], [0.5, 0.5]], "NaN or infinite"),
         ([[0.5, np.inf], [0.5, 0.5]], "NaN or infinite"),
         ([[1.2, -0.2], [0.5, 0.5]], "negative"),
+        ([[0.5, 0.5], [0.5, -np.nan]], "NaN or infinite"),
+        ([[0.5, 0.5], [1.0, -np.inf]], "NaN or infinite"),
+        ([[0.5, 0.5], [1.0, -1e-30]], "negative"),
         ([[0.5, 0.6], [0.5, 0.5]], "sum to 1"),
         ([[2.0, -1.0, 0.5]], "negative"),
         ([0.5, 0.5], "1-D"),
         ([[1.0], [1.0]], "at least 2 columns"),
     ],
 )
-def test_bad_probabilities_are_refused(proba, match):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bad_probabilities_are_refused(proba, match, dtype):
     """NaN, inf, negative values, rows not summing to 1, wrong shapes: clear errors."""
-    proba = np.asarray(proba, dtype=float)
+    proba = np.asarray(proba, dtype=dtype)
     prior = np.full(proba.shape[-1], 1 / proba.shape[-1])
     with pytest.raises(ValueError, match=match):
         alternating_normalization(proba, prior, k=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_negative_zeros_are_zeros(dtype):
+    """-0.0 is a valid probability: the result equals that of +0.0."""
+    signed = np.array([[0.7, 0.3, -0.0], [0.4, 0.35, 0.25], [1.0, -0.0, -0.0]], dtype)
+    caller = signed.copy()
+    prior = [0.2, 0.3, 0.5]
+    out = alternating_normalization(signed, prior, k=2, tau=0.5)
+    expected = alternating_normalization(np.abs(signed), prior, k=2, tau=0.5)
+    np.testing.assert_array_equal(out, expected)
+    assert not np.any(np.signbit(out))
+    np.testing.assert_array_equal(signed.view(np.uint8), caller.view(np.uint8))
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("tau", [0.3, 0.9, 0.999])
+def test_screen_is_exact_at_the_threshold(k, tau):
+    """Rows whose entropy sits within rounding of tau are classified as the
+    entropy says: the fast screen never drops a low-confidence row.
+
+    A row [r, (1 - r) / (k - 1), ...] has exactly the largest entropy for its top
+    share r, so rows with r on both sides of the root are the hardest case.
+    """
+    from scipy.optimize import brentq
+
+    def row(r, m=k + 2):
+        rest = (1 - r) / (k - 1)
+        # two extra classes with tiny mass, so that the top k do not sum to 1
+        p = np.array([r] + [rest] * (k - 1) + [1e-9, 1e-9])
+        return p / p.sum()
+
+    root = brentq(
+        lambda r: naive_topk_entropy(row(r), k, "renormalized") - tau,
+        1 / k + 1e-12,
+        1 - 1e-12,
+        xtol=1e-16,
+    )
+    shares = root + np.array([-1e-6, -1e-9, -1e-12, 0.0, 1e-12, 1e-9, 1e-6])
+    proba = np.vstack([row(r) for r in shares] + [np.eye(k + 2)[0]])
+    # (at the root itself the naive sum and the vectorised one may round to
+    # different sides of tau; the screen must agree with the vectorised one)
+    u = topk_entropy(proba, k)
+    naive = np.array([naive_topk_entropy(p, k, "renormalized") for p in proba])
+    np.testing.assert_allclose(u, naive, rtol=0, atol=1e-13)
+    out = alternating_normalization(proba, np.full(k + 2, 1 / (k + 2)), k=k, tau=tau)
+    changed = np.any(out != proba, axis=1)
+    np.testing.assert_array_equal(changed, u >= tau)
+    assert changed.any() and not changed.all()
+
+
+@pytest.mark.parametrize("n_rows", [1, 15, 16, 1001])
+def test_blocked_column_sums_match_exact_sums(cifar100, n_rows):
+    """The blocked column sums of float32 rows are within 1e-6 (relative) of the
+    exactly rounded sums, and those of float64 rows within 1e-14."""
+    from math import fsum
+
+    from skprior._can import _column_sums
+
+    proba32 = cifar100[0][:n_rows]
+    exact = np.array([fsum(column) for column in proba32.astype(np.float64).T])
+    for proba, rtol in ((proba32, 1e-6), (proba32.astype(np.float64), 1e-14)):
+        sums = _column_sums(proba)
+        assert sums.dtype == np.float64
+        np.testing.assert_allclose(sums, exact, rtol=rtol, atol=0)
 
 
 def test_logits_are_refused_with_a_hint():
