@@ -224,6 +224,47 @@ def test_absent_classes_mle_to_zero_map_positive(cifar10):
     assert map_.prior.sum() == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("seed, method", [(8, "mle"), (0, "map")])
+def test_squarem_fallback_keeps_objective_and_optimum(seed, method):
+    """An extrapolation that lowers the objective falls back to the EM point.
+
+    Each SQUAREM cycle costs two passes; a fallback costs one more, so
+    ``n_passes > 1 + 2 * n_iter`` shows the branch was taken on these small
+    random problems (found by search). The estimate is still the naive-EM one.
+    """
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(2, 30)), int(rng.integers(2, 6))
+    proba = rng.dirichlet(np.full(k, float(rng.choice([0.1, 0.5, 1.0]))), size=n)
+    q = rng.dirichlet(np.ones(k))
+    a = 2.0 if method == "map" else 1.0
+    result = estimate_test_prior(
+        proba, q, method=method, dirichlet_alpha=a, solver="squarem", tol=1e-10
+    )
+    assert result.converged
+    assert result.n_passes > 1 + 2 * result.n_iter
+    reference = naive_em(proba, q, a=a)
+    assert np.abs(result.prior - reference).sum() < 1e-6
+
+
+def test_squarem_accelerates_with_a_class_started_at_zero(cifar10):
+    """A class started at 0 stays at 0 without stopping the extrapolation.
+
+    Class 1 is absent and its MLE is 0 (see the test above), so the KKT test
+    of the stopping rule is met with it held at 0.
+    """
+    proba, labels = cifar10
+    proba = proba[~np.isin(labels, [0, 1, 8, 9])][:2000]
+    q = frequencies(labels, 10)
+    init = q.copy()
+    init[1] = 0.0
+    init /= init.sum()
+    em = estimate_test_prior(proba, q, init=init, tol=1e-8, max_iter=100_000)
+    sq = estimate_test_prior(proba, q, init=init, solver="squarem", tol=1e-8)
+    assert sq.prior[1] == 0.0 and em.prior[1] == 0.0
+    assert np.abs(sq.prior - em.prior).sum() < 1e-6
+    assert sq.n_passes < em.n_passes
+
+
 def test_map_with_alpha_one_is_mle(cifar100_shifted):
     """The Dirichlet(1) hyper-prior is flat: MAP equals MLE."""
     proba, q = cifar100_shifted
