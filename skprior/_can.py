@@ -79,8 +79,12 @@ def _integer_view(proba):
     return proba.view(np.int32 if proba.dtype == np.float32 else np.int64)
 
 
-def _topk_entropy(proba, k, kind):
-    """Uncertainty of validated float rows (no checks)."""
+def _topk_entropy(proba, k, kind, overwrite=False):
+    """Uncertainty of validated float rows (no checks).
+
+    ``overwrite=True`` lets the partial sort reorder ``proba`` in place (for a
+    copy that the caller no longer needs).
+    """
     n_classes = proba.shape[1]
     if kind == "max_over_k":
         ordered = -np.sort(-proba.astype(np.float64), axis=1)
@@ -92,7 +96,11 @@ def _topk_entropy(proba, k, kind):
     # Validated probabilities are finite and non-negative: their bit patterns
     # order as integers do, and an integer partition skips the NaN handling.
     as_int = _integer_view(proba)
-    top = np.partition(as_int, n_classes - k, axis=1)[:, n_classes - k :]
+    if overwrite:
+        as_int.partition(n_classes - k, axis=1)
+    else:
+        as_int = np.partition(as_int, n_classes - k, axis=1)
+    top = as_int[:, n_classes - k :]
     top = top.view(proba.dtype).astype(np.float64)
     if kind == "renormalized":
         return _renormalized_topk_entropy(top)
@@ -198,7 +206,8 @@ def _low_confidence(proba, k, tau, kind, row_max=None, row_sums=None):
     candidates = np.flatnonzero(row_max <= share * row_sums)
     if candidates.size == 0:
         return candidates
-    return candidates[_topk_entropy(proba[candidates], k, kind) >= tau]
+    uncertainty = _topk_entropy(proba[candidates], k, kind, overwrite=True)
+    return candidates[uncertainty >= tau]
 
 
 def _column_sums_of_powers(proba, weight, alpha):
