@@ -13,13 +13,24 @@ Measured, in one run:
   below. It is slow, so it is timed on a random sample of low-confidence rows
   and the time per row is multiplied by U, the number of low-confidence rows.
   The fast result must equal the loop on those rows to 1e-12;
-* at d=1: the full call against one ``proba.sum()`` over the same array, and
-  the peak extra memory of the call (``tracemalloc``, which traces numpy's
-  allocations) in multiples of the input's size.
+* at d=1: the full call (validation included) against one ``proba.sum()``
+  over the same array, and the peak extra memory of the call (``tracemalloc``,
+  which traces numpy's allocations) in multiples of the input's size.
+
+  The call/sum ratio is timed in two ways. "From memory": before every repeat
+  of either, a 64 MB buffer is written, so that both start with the array out
+  of the CPU caches and each is one or more passes over it in memory -- the
+  same starting state for both. "Cache-warm": repeats back to back, as
+  ``timeit`` does; ``proba.sum()`` then re-reads an array the previous repeat
+  left in the (shared, 48 MB) L3 cache, while each CAN call also writes a new
+  output array and temporaries that push its input out, so this ratio
+  compares a cached re-read with a call that cannot stay in cache, and it
+  moves by +-40% between runs on this shared machine. The target is checked
+  on the first; the second is printed beside it.
 
 Targets (printed PASS/MISS, the exit status is 0 either way): loop/fast >= 300x
-at d=1 and >= 30x at d=3; call <= 10x ``proba.sum()``; peak extra memory a few
-copies of the input at most (<= 5x is counted as PASS here).
+at d=1 and >= 30x at d=3; call <= 10x ``proba.sum()`` (from memory); peak extra
+memory a few copies of the input at most (<= 5x is counted as PASS here).
 
 Run from the repository root::
 
@@ -74,6 +85,22 @@ def best_time(func, repeats):
         result = func()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+_FLUSH = np.zeros(64 * 2**20 // 8)
+
+
+def best_time_from_memory(func, repeats):
+    """Best wall time of ``repeats`` calls, each after writing a 64 MB buffer
+    (larger than the L3 cache), so that every call starts with its input in
+    memory, not in cache."""
+    best = np.inf
+    for _ in range(repeats):
+        np.add(_FLUSH, 1.0, out=_FLUSH)
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def peak_extra_bytes(func):
@@ -167,28 +194,43 @@ def main():
     print()
 
     # d = 1: the full call against one proba.sum(), and its peak extra memory.
-    print(f"{'d=1, dtype':>12} {'call (ms)':>10} {'proba.sum() (ms)':>17} "
-          f"{'call/sum':>9} {'input (MB)':>11} {'peak extra (MB)':>16} "
-          f"{'x input':>8}")
+    print(
+        f"{'d=1, dtype':>12} {'call (ms)':>10} {'sum (ms)':>9} {'call/sum':>9} "
+        f"{'warm call':>10} {'warm sum':>9} {'warm ratio':>11} "
+        f"{'input (MB)':>11} {'peak extra (MB)':>16} {'x input':>8}"
+    )
     for dtype in (np.float32, np.float64):
         proba = proba32.astype(dtype)
-        call_time, _ = best_time(
-            lambda proba=proba: alternating_normalization(
-                proba, prior, k=K, tau=TAU, alpha=ALPHA, n_iter=1),
-            args.repeats)
-        sum_time, _ = best_time(lambda proba=proba: proba.sum(), max(args.repeats, 20))
-        peak = peak_extra_bytes(lambda proba=proba: alternating_normalization(
-            proba, prior, k=K, tau=TAU, alpha=ALPHA, n_iter=1))
+
+        def call(proba=proba):
+            return alternating_normalization(
+                proba, prior, k=K, tau=TAU, alpha=ALPHA, n_iter=1
+            )
+
+        call_time = best_time_from_memory(call, args.repeats)
+        sum_time = best_time_from_memory(proba.sum, max(args.repeats, 20))
+        warm_call, _ = best_time(call, args.repeats)
+        warm_sum, _ = best_time(proba.sum, max(args.repeats, 20))
+        peak = peak_extra_bytes(call)
         name = np.dtype(dtype).name
         ratio = call_time / sum_time
         multiple = peak / proba.nbytes
-        print(f"{name:>12} {call_time * 1e3:>10.2f} {sum_time * 1e3:>17.3f} "
-              f"{ratio:>8.1f}x {proba.nbytes / 1e6:>11.1f} {peak / 1e6:>16.1f} "
-              f"{multiple:>7.1f}x")
-        targets.append((f"d=1 {name}: call <= 10x proba.sum()", f"{ratio:.1f}x",
-                        ratio <= 10))
-        targets.append((f"d=1 {name}: peak extra memory <= 5x input",
-                        f"{multiple:.1f}x", multiple <= 5))
+        print(
+            f"{name:>12} {call_time * 1e3:>10.2f} {sum_time * 1e3:>9.3f} "
+            f"{ratio:>8.1f}x {warm_call * 1e3:>10.2f} {warm_sum * 1e3:>9.3f} "
+            f"{warm_call / warm_sum:>10.1f}x {proba.nbytes / 1e6:>11.1f} "
+            f"{peak / 1e6:>16.1f} {multiple:>7.1f}x"
+        )
+        targets.append(
+            (f"d=1 {name}: call <= 10x proba.sum()", f"{ratio:.1f}x", ratio <= 10)
+        )
+        targets.append(
+            (
+                f"d=1 {name}: peak extra memory <= 5x input",
+                f"{multiple:.1f}x",
+                multiple <= 5,
+            )
+        )
     print()
 
     print("targets")

@@ -371,7 +371,8 @@ def main():
             mle = median_points(acc[calibration, "MLE"])
             ratio = f"{mle / oracle:.3f}" if oracle >= 0.5 else "\u2013"
             entries.append(f"{oracle:+.2f} / {mle:+.2f} / {ratio}")
-        lines.append(f"| {name} | {model_name} | {shift} | " + " | ".join(entries) + " |")
+        cells = " | ".join(entries)
+        lines.append(f"| {name} | {model_name} | {shift} | {cells} |")
     lines += [
         "",
         "### Median over cells",

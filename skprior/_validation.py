@@ -23,6 +23,14 @@ def _row_sum_tolerance(dtype, n_classes):
 def _as_proba_array(proba, name, min_classes):
     """``proba`` as a 2-D float array with enough columns (values not checked)."""
     arr = np.asarray(proba)
+    if (
+        type(proba) is np.ndarray
+        and arr.ndim == 2
+        and arr.dtype in (np.float32, np.float64)
+        and arr.shape[0] >= 1
+        and arr.shape[1] >= min_classes
+    ):
+        return arr  # nothing for check_array to convert or refuse (saves ~0.1 ms)
     if arr.ndim == 1:
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes), got a 1-D array "
@@ -48,6 +56,20 @@ def _row_sums(arr):
     # ``einsum`` is several times faster than ``sum(axis=1)`` on narrow rows,
     # and unlike a BLAS product it does not stall when the cores are busy.
     return np.einsum("ij->i", arr)
+
+
+def row_maxima(arr):
+    """Row maxima of a C-contiguous 2-D array.
+
+    ``maximum.reduceat`` over the flat array runs one loop over all rows,
+    where ``max(axis=1)`` starts a reduction per row: 2-3x faster on narrow
+    rows.
+    """
+    n_rows, n_columns = arr.shape
+    if not arr.flags.c_contiguous or n_columns == 0:
+        return arr.max(axis=1)
+    starts = np.arange(0, n_rows * n_columns, n_columns)
+    return np.maximum.reduceat(arr.reshape(-1), starts)
 
 
 def _check_row_sums(row_sums, arr, name):
@@ -136,11 +158,11 @@ def check_proba_with_row_max(proba, *, name="proba"):
     arr = _as_proba_array(proba, name, min_classes=2)
     unsigned = np.uint32 if arr.dtype == np.float32 else np.uint64
     inf_bits = np.array(np.inf, dtype=arr.dtype).view(unsigned)
-    row_max = arr.view(unsigned).max(axis=1)
+    row_max = row_maxima(arr.view(unsigned))
     if row_max.max() >= inf_bits:
         arr = check_proba(arr, name=name)  # raises, unless all are -0.0
         arr = arr + 0.0  # -0.0 + 0.0 is +0.0
-        row_max = arr.view(unsigned).max(axis=1)
+        row_max = row_maxima(arr.view(unsigned))
     row_sums = _row_sums(arr)
     _check_row_sums(row_sums, arr, name)
     return arr, row_max.view(arr.dtype), row_sums

@@ -379,6 +379,21 @@ def test_screen_is_exact_at_the_threshold(k, tau):
     assert changed.any() and not changed.all()
 
 
+@pytest.mark.parametrize("layout", ["fortran", "strided"])
+def test_non_contiguous_input_gives_the_same_result(cifar100, layout):
+    """Fortran-ordered and strided views take the same path to the same answer."""
+    proba = cifar100[0][:3000].astype(np.float64)
+    prior = np.full(100, 0.01)
+    expected = alternating_normalization(proba, prior)
+    if layout == "fortran":
+        view = np.asfortranarray(proba)
+    else:
+        padded = np.zeros((proba.shape[0], 2 * proba.shape[1]))
+        padded[:, ::2] = proba
+        view = padded[:, ::2]
+    np.testing.assert_array_equal(alternating_normalization(view, prior), expected)
+
+
 @pytest.mark.parametrize("n_rows", [1, 15, 16, 1001])
 def test_blocked_column_sums_match_exact_sums(cifar100, n_rows):
     """The blocked column sums of float32 rows are within 1e-6 (relative) of the
