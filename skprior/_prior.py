@@ -275,7 +275,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _adjust_proba(self, proba):
         prior = self._prior_of(proba)
-        return _reweight(proba.astype(np.float64), prior / self.train_prior_)
+        return _reweight(proba, prior / self.train_prior_)
 
     # -- on-line ---------------------------------------------------------------------
 
@@ -351,5 +351,5 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             Adjusted probabilities in the order of ``classes_``.
         """
         check_is_fitted(self)
-        proba = self._inner_proba(X).astype(np.float64)
+        proba = self._inner_proba(X)
         return _reweight(proba, self.online_prior_ / self.train_prior_)
