@@ -378,6 +378,28 @@ def test_screen_is_exact_at_the_threshold(k, tau):
     np.testing.assert_array_equal(changed, u >= tau)
     assert changed.any() and not changed.all()
 
+    # float32 rows one ulp apart around the root, summing to 1 only within the
+    # float32 tolerance: the screen's threshold must allow for the rounding of
+    # the float32 row sums.
+    top = np.float32(root)
+    tops = [top]
+    for _ in range(40):
+        tops = [np.nextafter(tops[0], np.float32(0))] + tops
+        tops = tops + [np.nextafter(tops[-1], np.float32(1))]
+    rest = (1 - np.float64(tops)) / (k - 1)
+    proba32 = np.column_stack(
+        [np.array(tops, np.float32)]
+        + [rest.astype(np.float32)] * (k - 1)
+        + [np.zeros(len(tops), np.float32)] * 2
+    )
+    u32 = topk_entropy(proba32, k)
+    out32 = alternating_normalization(
+        proba32, np.full(k + 2, 1 / (k + 2)), k=k, tau=tau
+    )
+    changed32 = np.any(out32 != proba32, axis=1)
+    np.testing.assert_array_equal(changed32, u32 >= tau)
+    assert changed32.any() and not changed32.all()
+
 
 @pytest.mark.parametrize("layout", ["fortran", "strided"])
 def test_non_contiguous_input_gives_the_same_result(cifar100, layout):
