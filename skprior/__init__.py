@@ -13,8 +13,8 @@ from skprior._prior_estimation import (
     bbse_test_prior,
     estimate_test_prior,
 )
-from skprior._temperature import (
-    TemperatureCalibratedClassifier,
+from skprior._temperature import TemperatureCalibratedClassifier
+from skprior._temperature_scaling import (
     fit_bias_corrected_temperature,
     fit_temperature,
     softmax_temperature,

@@ -1,4 +1,4 @@
-"""Tests for skprior._temperature: EC, NLL and bias-corrected temperature scaling."""
+"""Temperature scaling (EC, NLL, BCTS): the array functions and the estimator."""
 
 import warnings
 
