@@ -218,6 +218,24 @@ def _solve_em(problem, start, max_iter, tol):
     return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
 
 
+def _squarem_point(prior, r, v, p2, step):
+    """The extrapolated point ``p0 - 2 s r + s**2 v`` with the two caps below.
+
+    A class that the two EM steps drive down (``r_k < 0``, ``v_k > 0``) is
+    kept at or below ``p2_k`` (see ``_solve_squarem``). A class at exactly 0 in
+    ``p2`` is set to 0: EM never moves a class off 0, while the extrapolation
+    there can round to a tiny negative number (with ``p1_k = 0`` it is
+    ``p0_k (1 + s)**2 >= 0`` in exact arithmetic, a cancellation for ``s``
+    near -1), which the positivity test, on the classes with ``p2_k > 0``,
+    does not see.
+    """
+    point = prior - 2 * step * r + step**2 * v
+    down = (r < 0) & (v > 0)
+    point[down] = np.minimum(point[down], p2[down])
+    point[p2 == 0] = 0.0
+    return point
+
+
 def _solve_squarem(problem, start, max_iter, tol):
     r"""SQUAREM, scheme S3 of Varadhan and Roland (2008), on the EM map ``F``.
 
@@ -239,9 +257,9 @@ def _solve_squarem(problem, start, max_iter, tol):
       ``p_k c**n``, and ``p(s)_k = p0_k (1 + s (1 - c))**2`` grows back when
       ``|s| (1 - c) > 2``: a step suited to the slowest class would throw the
       fast-vanishing ones back up and lower the likelihood;
-    - while an entry of ``p(s)`` is not positive (among the classes with
-      ``p2_k > 0``; a class started at 0 stays at 0), ``s`` moves halfway back
-      to -1, towards the always-feasible EM step;
+    - a class with ``p2_k = 0`` is set to 0 (EM never moves it back up), and
+      while another entry of ``p(s)`` is not positive, ``s`` moves halfway
+      back to -1, towards the always-feasible EM step;
     - when the log-likelihood (or log-posterior) at ``p(s)``, free from its
       pass, is below that at ``p0``, the cycle falls back to ``p2``, at the
       cost of a pass; EM never lowers the objective, so neither does the
@@ -277,20 +295,13 @@ def _solve_squarem(problem, start, max_iter, tol):
         v_norm = np.sqrt(v @ v)
         step = -np.sqrt(r @ r) / v_norm if v_norm > 0 else -1.0
         step = min(step, -1.0)
-        down = (r < 0) & (v > 0)
         positive = p2 > 0
-
-        def extrapolate(step, prior=prior, r=r, v=v, p2=p2, down=down):
-            point = prior - 2 * step * r + step**2 * v
-            point[down] = np.minimum(point[down], p2[down])
-            return point
-
-        candidate = extrapolate(step)
+        candidate = _squarem_point(prior, r, v, p2, step)
         while step < -1.0 and np.any(candidate[positive] <= 0):
             step = (step - 1.0) / 2
             if step > -1.0 - 1e-10:
                 step = -1.0
-            candidate = extrapolate(step)
+            candidate = _squarem_point(prior, r, v, p2, step)
         if step == -1.0:
             candidate = p2
         else:

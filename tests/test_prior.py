@@ -23,7 +23,7 @@ from skprior import (
     bbse_test_prior,
     estimate_test_prior,
 )
-from skprior._prior_estimation import project_to_simplex
+from skprior._prior_estimation import _squarem_point, project_to_simplex
 
 SOLVERS = ["em", "squarem", "pga"]
 
@@ -263,6 +263,42 @@ def test_squarem_accelerates_with_a_class_started_at_zero(cifar10):
     assert sq.prior[1] == 0.0 and em.prior[1] == 0.0
     assert np.abs(sq.prior - em.prior).sum() < 1e-6
     assert sq.n_passes < em.n_passes
+
+
+def test_squarem_never_returns_a_negative_prior(cifar100):
+    """A class that EM underflows to 0 stays at exactly 0, never below.
+
+    On this batch (seed found by search; 23 classes end at 0) the
+    extrapolation used to leave -3e-323 in the estimate, which
+    ``adjust_to_prior`` then refused as a negative prior.
+    """
+    proba, labels = cifar100
+    proba = proba[shifted_sample(labels, 1000, 0.1, np.random.default_rng(14))]
+    q = frequencies(labels, 100)
+    result = estimate_test_prior(proba, q, solver="squarem", tol=1e-10)
+    assert not np.signbit(result.prior).any()
+    em = estimate_test_prior(proba, q, solver="em", tol=1e-10, max_iter=100_000)
+    assert np.abs(result.prior - em.prior).sum() < 1e-7
+    adjusted = adjust_to_prior(proba, q, result.prior)
+    assert np.all(adjusted[:, result.prior == 0] == 0)
+
+
+def test_squarem_point_holds_zero_classes_at_zero():
+    """With p1_k = p2_k = 0 the extrapolation p0_k (1 + s)**2 can round below 0.
+
+    The numbers are picked so that it does (-1.1e-16 without the cap); the
+    class with p2_k > 0 is left to the extrapolation.
+    """
+    p0 = np.array([0.8095364830391015, 0.1904635169608985])
+    p1 = p2 = np.array([0.0, 1.0])
+    r = p1 - p0
+    v = p2 - p1 - r
+    step = -1.0000000037357617
+    raw = p0 - 2 * step * r + step**2 * v
+    assert raw[0] < 0  # the rounding the cap guards against
+    point = _squarem_point(p0, r, v, p2, step)
+    assert point[0] == 0.0 and not np.signbit(point[0])
+    assert point[1] == raw[1]
 
 
 def test_map_with_alpha_one_is_mle(cifar100_shifted):
