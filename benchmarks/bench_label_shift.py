@@ -9,8 +9,12 @@ Protocol (Lipton et al. 2018; Alexandari et al. 2020):
   into validation (50%) and test pool (50%).
 * Test sets of n rows are drawn from the pool with replacement, class by class,
   at proportions from Dirichlet(alpha * 1) with alpha in {0.1, 1, 10}, or
-  "tweak-one" (a random class at rho = 0.9, the rest equal); class counts are
-  multinomial, and the realised frequencies are the truth.
+  "tweak-one" (a random class at rho = 0.9, the rest equal). As in Alexandari
+  et al.'s experiments, a test set holds floor(n * p_c) rows of each class c
+  and the few remaining rows are drawn one by one from p (``--counts
+  proportional``, the default); ``--counts multinomial`` draws all n labels
+  from p, which adds the multinomial noise of the counts to every test set.
+  The realised frequencies are the truth (oracle and prior errors).
 * Methods: no adaptation, oracle (Bayes' rule to the realised prior), MLE (EM,
   SQUAREM solver), MAP (Dirichlet(2)), BBSE. Each on the uncalibrated
   posteriors and on posteriors calibrated on the validation split by EC, NLL
@@ -135,7 +139,22 @@ def draw_prior(shift, n_classes, rng):
     return prior
 
 
-def run_cell(sets, y_pool, sources, confusions, shift, n, n_trials, rng):
+def draw_counts(prior, n, rng, how="proportional"):
+    """Class counts of a test set of n rows at the class proportions ``prior``.
+
+    ``"proportional"`` (Alexandari et al. 2020): floor(n * p_c) rows of class c,
+    and the n - sum(floor(n * p)) remaining rows drawn one by one from p.
+    ``"multinomial"``: all n labels drawn independently from p.
+    """
+    if how == "multinomial":
+        return rng.multinomial(n, prior)
+    counts = np.floor(n * prior).astype(np.int64)
+    return counts + rng.multinomial(n - counts.sum(), prior)
+
+
+def run_cell(
+    sets, y_pool, sources, confusions, shift, n, n_trials, rng, how="proportional"
+):
     """Per-trial accuracy change and prior L1 error of every method.
 
     ``sources[calibration]`` is the source prior q of those posteriors (used by
@@ -148,7 +167,7 @@ def run_cell(sets, y_pool, sources, confusions, shift, n, n_trials, rng):
     err = {(c, m): [] for c in CALIBRATIONS for m in METHODS}
     iters = []
     for _ in range(n_trials):
-        counts = rng.multinomial(n, draw_prior(shift, n_classes, rng))
+        counts = draw_counts(draw_prior(shift, n_classes, rng), n, rng, how)
         idx = np.concatenate(
             [rng.choice(by_class[c], size=m) for c, m in enumerate(counts) if m]
         )
@@ -290,6 +309,12 @@ def main():
         default="mean_posterior",
         help="source prior of the calibrated posteriors (see the docstring)",
     )
+    parser.add_argument(
+        "--counts",
+        choices=("proportional", "multinomial"),
+        default="proportional",
+        help="how the class counts of a test set are drawn (see the docstring)",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--pmlb", nargs="*", default=list(PMLB))
     parser.add_argument("--cifar", nargs="*", default=list(CIFAR))
@@ -305,7 +330,15 @@ def main():
         for s, shift in enumerate(SHIFTS):
             rng = np.random.default_rng([zlib.crc32(name.encode()), s])
             acc, err, iters = run_cell(
-                sets, y_pool, sources, confusions, shift, args.n, args.trials, rng
+                sets,
+                y_pool,
+                sources,
+                confusions,
+                shift,
+                args.n,
+                args.trials,
+                rng,
+                args.counts,
             )
             rows.append((name, model_name, shift, acc, err, iters))
         print(
@@ -316,7 +349,8 @@ def main():
     elapsed = time.perf_counter() - start
 
     lines = [
-        f"n = {args.n} per test set, {args.trials} trials per cell; source "
+        f"n = {args.n} per test set, {args.trials} trials per cell, "
+        f"{args.counts} class counts; source "
         f"prior of the calibrated posteriors: {args.source_prior}; "
         f"Python {platform.python_version()}, numpy {np.__version__}, "
         f"scikit-learn {sklearn.__version__}; single-threaded BLAS/OpenMP; "
