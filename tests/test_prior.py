@@ -301,6 +301,30 @@ def test_squarem_point_holds_zero_classes_at_zero():
     assert point[1] == raw[1]
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("method", ["mle", "map"])
+def test_estimate_is_always_a_prior(solver, method):
+    """Any solver, on small random batches with absent classes, zero posteriors
+    and tight tolerances, returns a prior: no negative entry (nor -0.0), sum 1,
+    and one that ``adjust_to_prior`` accepts."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, k = int(rng.integers(1, 40)), int(rng.integers(2, 8))
+        proba = rng.dirichlet(np.full(k, float(rng.choice([0.05, 0.3, 1.0]))), size=n)
+        proba[:, rng.random(k) < 0.3] = 0.0  # classes with no posterior mass
+        proba[proba.sum(axis=1) == 0, 0] = 1.0
+        proba /= proba.sum(axis=1, keepdims=True)
+        q = rng.dirichlet(np.ones(k))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            prior = estimate_test_prior(
+                proba, q, method=method, solver=solver, tol=1e-12, max_iter=20_000
+            ).prior
+        assert not np.signbit(prior).any()
+        assert prior.sum() == pytest.approx(1.0, abs=1e-12)
+        adjust_to_prior(proba, q, prior)
+
+
 def test_map_with_alpha_one_is_mle(cifar100_shifted):
     """The Dirichlet(1) hyper-prior is flat: MAP equals MLE."""
     proba, q = cifar100_shifted
