@@ -152,6 +152,23 @@ def draw_counts(prior, n, rng, how="proportional"):
     return counts + rng.multinomial(n - counts.sum(), prior)
 
 
+def draw_test_set(by_class, shift, n, rng, how="proportional"):
+    """Pool rows of one shifted test set, and its realised class frequencies.
+
+    ``by_class[c]`` holds the pool rows of class c; a class without rows gets
+    none, its share going to the others.
+    """
+    prior = draw_prior(shift, len(by_class), rng)
+    present = np.array([len(rows) > 0 for rows in by_class])
+    if not present.all():
+        prior = prior * present / prior[present].sum()
+    counts = draw_counts(prior, n, rng, how)
+    idx = np.concatenate(
+        [rng.choice(by_class[c], size=m) for c, m in enumerate(counts) if m]
+    )
+    return idx, counts / n
+
+
 def run_cell(
     sets, y_pool, sources, confusions, shift, n, n_trials, rng, how="proportional"
 ):
@@ -167,11 +184,7 @@ def run_cell(
     err = {(c, m): [] for c in CALIBRATIONS for m in METHODS}
     iters = []
     for _ in range(n_trials):
-        counts = draw_counts(draw_prior(shift, n_classes, rng), n, rng, how)
-        idx = np.concatenate(
-            [rng.choice(by_class[c], size=m) for c, m in enumerate(counts) if m]
-        )
-        truth = counts / n
+        idx, truth = draw_test_set(by_class, shift, n, rng, how)
         y = y_pool[idx]
         base = np.mean(sets["none"][1][idx].argmax(axis=1) == y)
         for calibration in CALIBRATIONS:

@@ -3,16 +3,15 @@
 ``bench_label_shift.py`` measures, per cell, the share of the oracle's median
 accuracy gain that MLE recovers from calibrated posteriors. This script asks
 what share is attainable at all with those posteriors and that test-set size:
-it takes the BCTS-calibrated posteriors of each dataset and model as the truth,
-draws every pool row's label from its own posterior (so the posteriors are
-perfectly calibrated by construction), and runs the same
-protocol on these labels: test sets of n rows drawn class by class with
-``draw_counts`` at the same Dirichlet and tweak-one shifts, the realised
-frequencies as the oracle's prior, MLE (SQUAREM) from the mean posterior on the
-validation split as the source prior, Δaccuracy against the unadapted
-posteriors. What is left between this ratio and 1 is the sampling noise of
-estimating the prior from n rows with posteriors this sharp; what is left
-between the real cell and this ratio is calibration.
+it takes the BCTS-calibrated posteriors of each dataset and model as the truth
+and draws every pool row's label from its own posterior, so the posteriors are
+perfectly calibrated by construction. It then runs the same protocol on these
+labels: test sets of n rows from ``draw_test_set`` at the same shifts, the
+realised frequencies as the oracle's prior, MLE (SQUAREM) with the mean
+posterior on the validation split as the source prior, Δaccuracy against the
+unadapted posteriors. What separates this ratio from 1 is the sampling noise
+of estimating the prior from n rows with posteriors this sharp; what separates
+the real cell from this ratio is calibration.
 
 Run: ``python benchmarks/bench_label_shift_ceiling.py`` (and ``--n 5000``).
 """
@@ -36,8 +35,7 @@ from bench_label_shift import (  # noqa: E402
     PMLB,
     SHIFTS,
     datasets,
-    draw_counts,
-    draw_prior,
+    draw_test_set,
     median_points,
 )
 
@@ -51,18 +49,11 @@ def labels_from(proba, rng):
 
 def ceiling_cell(proba_pool, y_pool, q, shift, n, n_trials, rng):
     """Per-trial accuracy change of the oracle and MLE, and MLE's L1 error."""
-    n_classes = proba_pool.shape[1]
-    by_class = [np.flatnonzero(y_pool == c) for c in range(n_classes)]
-    present = np.array([len(rows) > 0 for rows in by_class])
+    by_class = [np.flatnonzero(y_pool == c) for c in range(proba_pool.shape[1])]
     out = {"oracle": [], "MLE": [], "L1": []}
     for _ in range(n_trials):
-        prior = draw_prior(shift, n_classes, rng) * present  # no rows, no draws
-        counts = draw_counts(prior / prior.sum(), n, rng)
-        idx = np.concatenate(
-            [rng.choice(by_class[c], size=m) for c, m in enumerate(counts) if m]
-        )
+        idx, truth = draw_test_set(by_class, shift, n, rng)
         y, proba = y_pool[idx], proba_pool[idx]
-        truth = counts / n
         base = np.mean(proba.argmax(axis=1) == y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
