@@ -78,6 +78,9 @@ def ceiling_cell(proba_pool, y_pool, q, shift, n, n_trials, rng):
     return out
 
 
+REFITTED = CALIBRATIONS[1:]
+
+
 def posterior_sets(sets, label_rng, refit):
     """Pool labels drawn from the BCTS posteriors, and the posteriors to test.
 
@@ -96,7 +99,7 @@ def posterior_sets(sets, label_rng, refit):
         with np.errstate(divide="ignore"):
             logits = [np.log(p) for p in (proba_val, proba_pool)]
         fitted = calibrated_sets(proba_val, proba_pool, *logits, y_val)
-        out.update({f"refit {c}": fitted[c] for c in CALIBRATIONS[1:]})
+        out.update({f"refit {c}": fitted[c] for c in REFITTED})
     return y_pool, out
 
 
@@ -116,20 +119,18 @@ def main():
     args = parser.parse_args()
 
     start = time.perf_counter()
-    lines = []
+    columns = ["perfect"] + [f"refit {c}" for c in REFITTED if args.refit]
+    lines = [
+        "| dataset | model | shift | "
+        + " | ".join(
+            f"{c}: oracle / MLE / ratio (95% interval) / L1 MLE" for c in columns
+        )
+        + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
     for name, model_name, sets, _, _, _, _ in datasets(args.pmlb, args.cifar):
         label_rng = np.random.default_rng(zlib.crc32(f"{name}/{model_name}".encode()))
         y_pool, posteriors = posterior_sets(sets, label_rng, args.refit)
-        if not lines:
-            lines = [
-                "| dataset | model | shift | "
-                + " | ".join(
-                    f"{p}: oracle / MLE / ratio (95% interval) / L1 MLE"
-                    for p in posteriors
-                )
-                + " |",
-                "|---|---|---|" + "---|" * len(posteriors),
-            ]
         for shift in args.shifts:
             s = SHIFTS.index(shift)
             entries = []
