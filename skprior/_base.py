@@ -78,7 +78,10 @@ class BasePriorClassifier(
     is, never refitted -- not by ``fit``, not after ``clone`` (which wraps it in
     ``FrozenEstimator``), not in ``Pipeline`` or ``GridSearchCV``. An unfitted
     model is cloned and fitted in ``fit``; ``None`` means
-    ``LogisticRegression()``.
+    ``LogisticRegression()``. A grid over several fitted models
+    (``{"estimator": [a, b]}``) needs each wrapped in ``FrozenEstimator``:
+    ``GridSearchCV`` clones the values it tries, and the clone of a fitted
+    model is unfitted.
     """
 
     _parameter_constraints: dict = {
@@ -144,7 +147,9 @@ class BasePriorClassifier(
         check_classification_targets(y)
         check_consistent_length(X, y)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, y)
+            sample_weight = _check_sample_weight(
+                sample_weight, y, ensure_non_negative=True
+            )
 
         self.estimator_ = self._fit_estimator(X, y, sample_weight)
         classes = self.estimator_.classes_
@@ -158,6 +163,8 @@ class BasePriorClassifier(
         for attribute in ("n_features_in_", "feature_names_in_"):
             if hasattr(self.estimator_, attribute):
                 setattr(self, attribute, getattr(self.estimator_, attribute))
+            elif hasattr(self, attribute):  # left by an earlier fit
+                delattr(self, attribute)
         self._fit_post_hoc(X, y_index, sample_weight)
         return self
 
@@ -265,12 +272,14 @@ class BasePriorClassifier(
         frozen, and ``FrozenEstimator`` refuses the same).
         """
         nested = [key for key in params if key.startswith("estimator__")]
+        # ``BaseEstimator.set_params`` sets ``estimator`` first, then the nested
+        # keys on it: check the model that they would land on.
+        target = params.get("estimator", self.estimator)
         if (
             nested
-            and "estimator" not in params
-            and self.estimator is not None
-            and not isinstance(self.estimator, FrozenEstimator)
-            and is_fitted(self.estimator)
+            and target is not None
+            and not isinstance(target, FrozenEstimator)
+            and is_fitted(target)
         ):
             raise ValueError(
                 f"Cannot set {nested} on an estimator that is already fitted: the "

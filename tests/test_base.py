@@ -164,6 +164,37 @@ def test_grid_over_inner_parameters_of_a_fitted_model_errors(data, fitted_model)
     assert fitted_model.C == 1.0
 
 
+def test_set_params_checks_the_model_the_nested_keys_land_on(data, fitted_model):
+    """estimator=fitted, estimator__C=... together would change the fitted model."""
+    with pytest.raises(ValueError, match="already fitted"):
+        CANClassifier().set_params(estimator=fitted_model, estimator__C=0.001)
+    assert fitted_model.C == 1.0
+    wrapper = CANClassifier(fitted_model).set_params(
+        estimator=LogisticRegression(), estimator__C=0.5
+    )
+    assert wrapper.estimator.C == 0.5
+
+
+def test_grid_over_frozen_fitted_models_never_refits(data):
+    """A grid over fitted models, each in FrozenEstimator, picks one, refits none.
+
+    Unwrapped, GridSearchCV would clone each candidate into an unfitted model
+    (it clones the values it tries), which the wrapper would then fit.
+    """
+    X_train, X_val, y_train, y_val = data
+    models = [
+        CountingLogisticRegression(C=c).fit(X_train, y_train) for c in (1.0, 0.01)
+    ]
+    CountingLogisticRegression.n_fit_calls = 0
+    grid = GridSearchCV(
+        CANClassifier(k=2),
+        {"estimator": [FrozenEstimator(m) for m in models], "tau": [0.5, 0.9]},
+        cv=3,
+    ).fit(X_val, y_val)
+    assert CountingLogisticRegression.n_fit_calls == 0
+    assert any(grid.best_estimator_.estimator_.estimator is m for m in models)
+
+
 def test_grid_over_inner_parameters_of_an_unfitted_model_refits(data):
     """With an unfitted model, estimator__C is tuned by refitting clones."""
     X_train, _, y_train, _ = data
@@ -269,6 +300,27 @@ def test_string_labels_and_pandas_input(make_wrapper, data):
     np.testing.assert_array_equal(wrapper.feature_names_in_, columns)
     assert set(wrapper.predict(X_val_df)) <= set(names)
     np.testing.assert_array_equal(wrapper.classes_, names)
+
+
+@pytest.mark.parametrize("weights", [[-0.5, 1.0], [-1.0, -1.0]])
+def test_negative_sample_weight_is_refused(make_wrapper, data, fitted_model, weights):
+    """A negative weight is refused in fit, not found later as a negative prior."""
+    _, X_val, _, y_val = data
+    sample_weight = np.resize(np.asarray(weights), len(y_val))
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        make_wrapper(fitted_model).fit(X_val, y_val, sample_weight=sample_weight)
+
+
+def test_refit_drops_feature_names_the_new_model_lacks(data):
+    """feature_names_in_ from a fit on a DataFrame does not survive a fit on arrays."""
+    pd = pytest.importorskip("pandas")
+    X_train, _, y_train, _ = data
+    frame = pd.DataFrame(X_train, columns=[f"f{i}" for i in range(X_train.shape[1])])
+    wrapper = CANClassifier(LogisticRegression(), k=2).fit(frame, y_train)
+    assert list(wrapper.feature_names_in_) == list(frame.columns)
+    wrapper.fit(X_train, y_train)
+    assert not hasattr(wrapper, "feature_names_in_")
+    assert wrapper.n_features_in_ == X_train.shape[1]
 
 
 def test_sample_weight_reaches_the_inner_fit(data):
