@@ -158,7 +158,7 @@ class BasePriorClassifier(
             self.train_prior_ = class_frequencies(y_index, len(classes), sample_weight)
         else:
             self.train_prior_ = check_prior(
-                self.train_prior, len(classes), name="train_prior"
+                self.train_prior, len(classes), name="train_prior", classes=classes
             )
         for attribute in ("n_features_in_", "feature_names_in_"):
             if hasattr(self.estimator_, attribute):

@@ -572,8 +572,9 @@ class CANClassifier(BasePriorClassifier):
     uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
             default="renormalized"
         Definition of the uncertainty, see :func:`topk_entropy`.
-    train_prior : array-like of shape (n_classes,), default=None
-        The training prior. ``None`` counts the (weighted) label frequencies of
+    train_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The training prior, in the order of ``classes_`` (or keyed by class
+        label). ``None`` counts the (weighted) label frequencies of
         ``y`` in ``fit``; give it when ``fit`` sees held-out data whose label
         frequencies differ from the training data's.
 

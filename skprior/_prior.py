@@ -5,6 +5,7 @@ the prior, BBSE) live in :mod:`skprior._prior_estimation`; this module holds
 the estimator :class:`PriorAdaptedClassifier` that calls them.
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -53,10 +54,12 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         Solver of ``"mle"`` and ``"map"``, see :func:`estimate_test_prior`.
     dirichlet_alpha : float, default=2.0
         Concentration ``a >= 1`` of the Dirichlet hyper-prior (``"map"``).
-    test_prior : array-like of shape (n_classes,), default=None
-        The test prior, in the order of ``classes_``; required by ``"known"``.
-    train_prior : array-like of shape (n_classes,), default=None
-        The prior the posteriors are calibrated to. ``None`` takes it from the
+    test_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The test prior, in the order of ``classes_`` (or keyed by class label);
+        required by ``"known"`` and used by it only (other methods warn).
+    train_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The prior the posteriors are calibrated to, in the order of
+        ``classes_`` (or keyed by class label). ``None`` takes it from the
         ``fit`` data as ``source_prior`` says.
     source_prior : {"labels", "mean_posterior"}, default="labels"
         Where the training prior comes from when ``train_prior`` is None: the
@@ -211,6 +214,14 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 f"source_prior='mean_posterior'."
             )
 
+        if self.test_prior is not None and self.method != "known":
+            warnings.warn(
+                f"test_prior is used only by method='known'; method="
+                f"{self.method!r} estimates the test prior from each batch and "
+                f"ignores it. Pass method='known' to use the given prior.",
+                UserWarning,
+                stacklevel=4,  # the caller of fit (through sklearn's _fit_context)
+            )
         self.n_iter_ = 1
         if self.method == "known":
             if self.test_prior is None:
@@ -219,7 +230,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                     "test data, one entry per class in the order of classes_."
                 )
             self.test_prior_ = check_prior(
-                self.test_prior, n_classes, name="test_prior"
+                self.test_prior, n_classes, name="test_prior", classes=self.classes_
             )
         elif self.method == "bbse":
             predicted = np.argmax(proba, axis=1)

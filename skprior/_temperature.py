@@ -42,9 +42,10 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         ``"bcts"``: temperature and class biases by minimum log loss
         (Alexandari et al. 2020). See :func:`fit_temperature` and
         :func:`fit_bias_corrected_temperature`.
-    train_prior : array-like of shape (n_classes,), default=None
-        The training prior (not used by the calibration; kept for nesting in
-        prior-adapting wrappers). ``None`` counts the weighted label
+    train_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The training prior, in the order of ``classes_`` (or keyed by class
+        label); not used by the calibration, kept for nesting in
+        prior-adapting wrappers. ``None`` counts the weighted label
         frequencies of ``y`` in ``fit``.
 
     Attributes

@@ -5,6 +5,8 @@ These helpers turn bad input into an error that says what is wrong and how to fi
 it, and never modify the caller's array.
 """
 
+from collections.abc import Mapping
+
 import numpy as np
 from sklearn.utils import check_array
 
@@ -168,25 +170,56 @@ def check_proba_with_row_max(proba, *, name="proba"):
     return arr, row_max.view(arr.dtype), row_sums
 
 
-def check_prior(prior, n_classes, *, name="prior", positive=False):
+def _prior_in_class_order(prior, n_classes, classes, name):
+    """A prior keyed by class (dict, pandas Series) as values in ``classes`` order.
+
+    Anything else is returned as it is, to be read in order. A Series with the
+    default index 0, 1, ... is read in order too (it was built from a list).
+    """
+    if isinstance(prior, Mapping):
+        labels, values = list(prior.keys()), list(prior.values())
+    elif hasattr(prior, "index") and hasattr(prior, "to_numpy"):
+        labels, values = list(prior.index), prior.to_numpy()
+        if labels == list(range(len(labels))):
+            return values
+    else:
+        return prior
+    where = "classes_" if classes is not None else "the columns"
+    keys = list(range(n_classes)) if classes is None else list(classes)
+    position = {label: i for i, label in enumerate(labels)}
+    if len(labels) != len(keys) or any(key not in position for key in keys):
+        raise ValueError(
+            f"{name} is keyed by {labels[:20]}, which are not {where} "
+            f"({keys[:20]}). Key it by exactly those labels, or pass an array "
+            f"with one entry per class in the order of {where}."
+        )
+    return [values[position[key]] for key in keys]
+
+
+def check_prior(prior, n_classes, *, name="prior", positive=False, classes=None):
     """Validate a class prior and return it as float64 summing exactly to one.
 
     Parameters
     ----------
-    prior : array-like of shape (n_classes,)
-        Class probabilities, non-negative, summing to one (within 1e-6).
+    prior : array-like of shape (n_classes,), dict or pandas Series
+        Class probabilities, non-negative, summing to one (within 1e-6). An
+        array is read in order; a dict or Series is matched to ``classes`` by
+        its keys (column positions 0, 1, ... when ``classes`` is None).
     n_classes : int
         Expected length.
     name : str, default="prior"
         Name used in error messages.
     positive : bool, default=False
         Whether every entry must be strictly positive.
+    classes : array-like of shape (n_classes,), default=None
+        The class labels, in the order the prior's entries must follow.
 
     Returns
     -------
     prior : ndarray of shape (n_classes,), dtype float64
         A new array, renormalised to sum to one.
     """
+    prior = _prior_in_class_order(prior, n_classes, classes, name)
     arr = np.array(prior, dtype=np.float64, copy=True)
     if arr.ndim != 1 or arr.shape[0] != n_classes:
         raise ValueError(

@@ -560,6 +560,47 @@ def test_known_needs_a_test_prior(blobs):
         PriorAdaptedClassifier(method="known", test_prior=[0.5, 0.5]).fit(X, y)
 
 
+def test_test_prior_with_an_estimating_method_warns(blobs):
+    """A test_prior that the method ignores is not dropped silently."""
+    X, y = blobs
+    with pytest.warns(UserWarning, match="only by method='known'"):
+        PriorAdaptedClassifier(test_prior=[0.5, 0.3, 0.2]).fit(X, y)
+
+
+def test_priors_keyed_by_class_follow_classes_(blobs):
+    """A dict or Series prior is matched to classes_ by label, not by position."""
+    pd = pytest.importorskip("pandas")
+    X, y = blobs
+    labels = np.array(["ant", "bee", "cat"])[y]
+    by_position = PriorAdaptedClassifier(
+        method="known", test_prior=[0.6, 0.3, 0.1], train_prior=[0.2, 0.3, 0.5]
+    ).fit(X, labels)
+    by_label = PriorAdaptedClassifier(
+        method="known",
+        test_prior={"cat": 0.1, "ant": 0.6, "bee": 0.3},
+        train_prior=pd.Series([0.5, 0.3, 0.2], index=["cat", "bee", "ant"]),
+    ).fit(X, labels)
+    np.testing.assert_array_equal(by_label.test_prior_, by_position.test_prior_)
+    np.testing.assert_array_equal(by_label.train_prior_, by_position.train_prior_)
+    with pytest.raises(ValueError, match="keyed by .* not classes_"):
+        PriorAdaptedClassifier(
+            method="known", test_prior={"ant": 0.5, "dog": 0.5, "cat": 0.0}
+        ).fit(X, labels)
+
+
+def test_array_functions_read_a_keyed_prior_by_column_position():
+    """Without class labels, a dict or Series prior is keyed by column 0, 1, ..."""
+    pd = pytest.importorskip("pandas")
+    proba = np.array([[0.2, 0.8], [0.6, 0.4]])
+    expected = adjust_to_prior(proba, [0.5, 0.5], [0.9, 0.1])
+    for target in ({1: 0.1, 0: 0.9}, pd.Series([0.1, 0.9], index=[1, 0])):
+        np.testing.assert_array_equal(
+            adjust_to_prior(proba, [0.5, 0.5], target), expected
+        )
+    with pytest.raises(ValueError, match="not the columns"):
+        adjust_to_prior(proba, [0.5, 0.5], {"a": 0.9, "b": 0.1})
+
+
 def test_fitted_model_is_never_refitted(blobs):
     """No fit of a fitted inner model in fit, predict, or GridSearchCV."""
     X, y = blobs
