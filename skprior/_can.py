@@ -47,6 +47,10 @@ from skprior._validation import (
 
 UNCERTAINTY_KINDS = ("renormalized", "unrenormalized", "max_over_k")
 
+# A row is low-confidence when its uncertainty is >= tau - _TAU_ROUNDING: an
+# exactly uniform top k evaluates to 1 - 2e-16, and must count at tau = 1.
+_TAU_ROUNDING = 1e-12
+
 # Rows are processed in chunks so that the (chunk x n_reference) work arrays of
 # the d > 1 iteration stay near 32 MB each.
 _CHUNK_ELEMENTS = 2**22
@@ -62,15 +66,17 @@ def _renormalized_topk_entropy(top):
 
 
 def _check_uncertainty_args(k, n_classes, kind):
-    k = check_int(k, "k", low=2)
-    if k > n_classes:
-        raise ValueError(
-            f"k={k} is larger than the number of classes ({n_classes}); "
-            f"choose k between 2 and {n_classes}."
-        )
     if kind not in UNCERTAINTY_KINDS:
         raise ValueError(
             f"uncertainty must be one of {UNCERTAINTY_KINDS}, got {kind!r}."
+        )
+    k = check_int(k, "k", low=2)
+    if k > n_classes and kind != "max_over_k":  # "max_over_k" does not use k
+        hint = " (with two classes, k=2 is the entropy of the row)"
+        raise ValueError(
+            f"k={k} is larger than the number of classes ({n_classes}); "
+            f"choose k between 2 and {n_classes}"
+            f"{hint if n_classes == 2 else ''}."
         )
     return k
 
@@ -194,7 +200,7 @@ def _low_confidence(proba, k, tau, kind, row_max=None, row_sums=None):
     they are at hand (:func:`check_proba_with_row_max`).
     """
     if kind != "renormalized":
-        return np.flatnonzero(_topk_entropy(proba, k, kind) >= tau)
+        return np.flatnonzero(_topk_entropy(proba, k, kind) >= tau - _TAU_ROUNDING)
     # Screen with the row maximum p1 before the (comparatively slow) partial
     # sort: the top share is r = p1 / (top-k mass) >= p1 / (row sum), so rows
     # with p1 > r* (row sum) are confident (see _largest_uncertain_share).
@@ -210,7 +216,7 @@ def _low_confidence(proba, k, tau, kind, row_max=None, row_sums=None):
     if candidates.size == 0:
         return candidates
     uncertainty = _topk_entropy(proba[candidates], k, kind, overwrite=True)
-    return candidates[uncertainty >= tau]
+    return candidates[uncertainty >= tau - _TAU_ROUNDING]
 
 
 def _column_sums_of_powers(proba, weight, alpha):
@@ -418,7 +424,8 @@ def alternating_normalization(
         Number of top classes in the uncertainty, ``2 <= k <= n_classes``.
     tau : float, default=0.9
         Uncertainty threshold in [0, 1]: rows with uncertainty ``>= tau`` are
-        corrected.
+        corrected (within 1e-12 of rounding, so that a uniform top k, whose
+        uncertainty evaluates to 1 - 2e-16, counts at ``tau=1``).
     alpha : float, default=1.0
         Power :math:`\alpha > 0` applied before each column normalisation.
     n_iter : int, default=1
@@ -557,7 +564,8 @@ class CANClassifier(BasePriorClassifier):
     k : int, default=3
         Number of top classes in the uncertainty, ``2 <= k <= n_classes``.
     tau : float, default=0.9
-        Rows with uncertainty ``>= tau`` (in [0, 1]) are corrected.
+        Rows with uncertainty ``>= tau`` (in [0, 1], within 1e-12 of
+        rounding) are corrected.
     alpha : float, default=1.0
         Power before each column normalisation, ``alpha > 0``.
     n_iter : int, default=1

@@ -8,6 +8,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from skprior import CANClassifier, alternating_normalization, topk_entropy
+from skprior._can import _TAU_ROUNDING
 
 # -- naive references, written from SPEC §1 / the paper, one row at a time -----------
 
@@ -90,6 +91,28 @@ def test_topk_entropy_bounds_and_zeros():
     u = topk_entropy(proba, k=2)
     np.testing.assert_allclose(u, [0.0, 1.0, 1.0])
     assert np.all(np.isfinite(topk_entropy(proba, k=4, kind="max_over_k")))
+
+
+@pytest.mark.parametrize("kind", ["renormalized", "unrenormalized", "max_over_k"])
+@pytest.mark.parametrize("m", [3, 7, 100])
+def test_uniform_rows_are_low_confidence_at_tau_1(kind, m):
+    """A uniform row's uncertainty rounds to 1 - 2e-16; at tau=1 it is still
+    corrected (here, sent to the prior: there is no confident row)."""
+    proba = np.full((4, m), 1 / m)
+    assert np.all(topk_entropy(proba, k=m, kind=kind) > 1 - 1e-12)
+    prior = np.arange(1, m + 1) / (m * (m + 1) / 2)
+    with pytest.warns(UserWarning, match="no confident"):
+        out = alternating_normalization(proba, prior, k=m, tau=1.0, uncertainty=kind)
+    np.testing.assert_allclose(out, np.tile(prior, (4, 1)), rtol=1e-12)
+
+
+def test_max_over_k_does_not_use_k():
+    """uncertainty="max_over_k" ignores k, so a k above the class count is fine."""
+    proba = synthetic_proba(30, 3, seed=0)
+    np.testing.assert_array_equal(
+        topk_entropy(proba, k=5, kind="max_over_k"),
+        topk_entropy(proba, k=2, kind="max_over_k"),
+    )
 
 
 def test_screening_keeps_the_exact_mask(cifar100):
@@ -347,7 +370,8 @@ def test_negative_zeros_are_zeros(dtype):
 @pytest.mark.parametrize("tau", [0.3, 0.9, 0.999])
 def test_screen_is_exact_at_the_threshold(k, tau):
     """Rows whose entropy sits within rounding of tau are classified as the
-    entropy says: the fast screen never drops a low-confidence row.
+    entropy says (>= tau - 1e-12): the fast screen never drops a low-confidence
+    row.
 
     A row [r, (1 - r) / (k - 1), ...] has exactly the largest entropy for its top
     share r, so rows with r on both sides of the root are the hardest case.
@@ -375,7 +399,7 @@ def test_screen_is_exact_at_the_threshold(k, tau):
     np.testing.assert_allclose(u, naive, rtol=0, atol=1e-13)
     out = alternating_normalization(proba, np.full(k + 2, 1 / (k + 2)), k=k, tau=tau)
     changed = np.any(out != proba, axis=1)
-    np.testing.assert_array_equal(changed, u >= tau)
+    np.testing.assert_array_equal(changed, u >= tau - _TAU_ROUNDING)
     assert changed.any() and not changed.all()
 
     # float32 rows one ulp apart around the root, summing to 1 only within the
@@ -397,7 +421,7 @@ def test_screen_is_exact_at_the_threshold(k, tau):
         proba32, np.full(k + 2, 1 / (k + 2)), k=k, tau=tau
     )
     changed32 = np.any(out32 != proba32, axis=1)
-    np.testing.assert_array_equal(changed32, u32 >= tau)
+    np.testing.assert_array_equal(changed32, u32 >= tau - _TAU_ROUNDING)
     assert changed32.any() and not changed32.all()
 
 
@@ -502,7 +526,7 @@ def test_binary_problem_with_k_2():
     model = LogisticRegression().fit(X, y)
     proba = CANClassifier(model, k=2, tau=0.5).fit(X, y).predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1)
-    with pytest.raises(ValueError, match="choose k between 2 and 2"):
+    with pytest.raises(ValueError, match="choose k between 2 and 2 .with two classes"):
         CANClassifier(model).fit(X, y)
 
 
