@@ -97,6 +97,28 @@ def _check_logits(logits, name="logits"):
     return z, dtype
 
 
+def _warn_if_probabilities(z, stacklevel=3):
+    """Warn when the "logits" are rows of probabilities (a likely mix-up).
+
+    Probabilities in place of logits give a wrong temperature without any
+    error: every entry in [0, 1] and every row summing to one is no accident
+    for logits.
+    """
+    if (
+        z.shape[1] >= 2
+        and z.min() >= 0
+        and z.max() <= 1
+        and np.abs(z.sum(axis=1) - 1).max() <= 1e-4
+    ):
+        warnings.warn(
+            "The logits look like probabilities (every entry in [0, 1], every "
+            "row summing to 1). Temperature scaling divides logits: pass "
+            "np.log(proba) for a model that gives probabilities.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+
+
 def _check_targets(y, n_samples, n_classes):
     """Validate encoded labels: integers in ``[0, n_classes)``."""
     y = column_or_1d(np.asarray(y), warn=True)
@@ -461,6 +483,7 @@ def fit_temperature(logits, y, *, method="ec", sample_weight=None):
             f"fit_bias_corrected_temperature."
         )
     z, _ = _check_logits(logits)
+    _warn_if_probabilities(z)
     y = _check_targets(y, z.shape[0], z.shape[1])
     weights = _check_weights(sample_weight, z.shape[0])
     # Rows of weight 0 must not count, not even in the search interval, so
@@ -568,6 +591,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     True
     """
     z, _ = _check_logits(logits)
+    _warn_if_probabilities(z)
     n_classes = z.shape[1]
     y = _check_targets(y, z.shape[0], n_classes)
     weights = _check_weights(sample_weight, z.shape[0])

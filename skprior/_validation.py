@@ -16,10 +16,28 @@ def _row_sum_tolerance(dtype, n_classes):
 
     A softmax computed in float32 over 100 classes is off by a few 1e-7; the
     tolerance grows with the number of classes so that honest model outputs pass
-    while rows that are not probabilities at all (logits, scores) do not.
+    while rows that are not probabilities at all (logits, scores) do not. It
+    is capped at 1e-2: float16 rows (machine epsilon 1e-3) are off by a few
+    1e-4, and a row off by more than 1% is no rounding error.
     """
     eps = np.finfo(dtype).eps
-    return max(1e-6, 64 * eps * n_classes)
+    return max(1e-6, min(64 * eps * n_classes, 1e-2))
+
+
+def _precision_dtype(proba, arr):
+    """The dtype whose rounding the row sums carry: the caller's, if coarser.
+
+    float16 input is converted to float64 for the computation, but its rows
+    sum to one only to float16 precision.
+    """
+    dtype = getattr(proba, "dtype", None)
+    if (
+        dtype is not None
+        and np.issubdtype(dtype, np.floating)
+        and np.finfo(dtype).eps > np.finfo(arr.dtype).eps
+    ):
+        return dtype
+    return arr.dtype
 
 
 def _as_proba_array(proba, name, min_classes):
@@ -74,15 +92,18 @@ def row_maxima(arr):
     return np.maximum.reduceat(arr.reshape(-1), starts)
 
 
-def _check_row_sums(row_sums, arr, name):
-    """Raise if a row sum is not finite or not 1 (within the dtype's tolerance)."""
+def _check_row_sums(row_sums, arr, name, precision=None):
+    """Raise if a row sum is not finite or not 1 (within the tolerance of
+    ``precision``, by default ``arr.dtype``)."""
     if not np.all(np.isfinite(row_sums)):
         bad = int(np.flatnonzero(~np.isfinite(row_sums))[0])
         raise ValueError(
             f"{name} contains NaN or infinite values (first in row {bad}). "
             f"Probabilities must be finite; check the model's outputs."
         )
-    tol = _row_sum_tolerance(arr.dtype, arr.shape[1])
+    tol = _row_sum_tolerance(
+        arr.dtype if precision is None else precision, arr.shape[1]
+    )
     off = np.abs(row_sums - 1)
     if off.max() > tol:
         bad = int(np.argmax(off))
@@ -133,7 +154,7 @@ def check_proba(proba, *, name="proba", min_classes=2):
     row_sums = _row_sums(arr)
     if np.all(np.isfinite(row_sums)):
         _raise_if_negative(arr, name)
-    _check_row_sums(row_sums, arr, name)
+    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr))
     return arr
 
 
@@ -166,7 +187,7 @@ def check_proba_with_row_max(proba, *, name="proba"):
         arr = arr + 0.0  # -0.0 + 0.0 is +0.0
         row_max = row_maxima(arr.view(unsigned))
     row_sums = _row_sums(arr)
-    _check_row_sums(row_sums, arr, name)
+    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr))
     return arr, row_max.view(arr.dtype), row_sums
 
 

@@ -353,6 +353,29 @@ def test_bad_probabilities_are_refused(proba, match, dtype):
         alternating_normalization(proba, prior, k=2)
 
 
+def test_float16_rows_are_checked_at_float16_precision(cifar100):
+    """Half-precision outputs sum to 1 only within ~5e-4: they are accepted, and
+    their CAN equals the one-by-one loop on the same values in float64."""
+    proba16 = cifar100[0][:400].astype(np.float16)
+    values = proba16.astype(np.float64)
+    assert np.abs(values.sum(axis=1) - 1).max() > 1e-4
+    prior = np.full(values.shape[1], 1 / values.shape[1])
+    out = alternating_normalization(proba16, prior, tau=0.5)
+    low, expected = naive_can(values, prior, k=3, tau=0.5, alpha=1.0, n_iter=1)
+    assert 0 < low.size < len(values)
+    for i, row in expected.items():
+        np.testing.assert_allclose(out[i], row, rtol=1e-10, atol=1e-15)
+    confident = np.setdiff1d(np.arange(len(values)), low)
+    np.testing.assert_array_equal(out[confident], values[confident])
+    for bad, match in [
+        ([[0.5, 0.52]], "sum to 1"),
+        ([[1.2, -0.2]], "negative"),
+        ([[0.5, np.nan]], "NaN"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            alternating_normalization(np.array(bad, np.float16), [0.5, 0.5], k=2)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_negative_zeros_are_zeros(dtype):
     """-0.0 is a valid probability: the result equals that of +0.0."""

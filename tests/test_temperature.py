@@ -266,6 +266,24 @@ def test_float32_logits(method):
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
 
 
+@pytest.mark.parametrize("fit", ["ec", "nll", "bcts"])
+def test_probabilities_passed_as_logits_warn(fit):
+    """Probabilities in place of logits give a wrong T silently: warn instead."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=300)
+    logits = rng.normal(size=(300, 3)) + 2 * np.eye(3)[y]
+    if fit == "bcts":
+        func = fit_bias_corrected_temperature
+    else:
+        def func(z, y):
+            return fit_temperature(z, y, method=fit)
+    with pytest.warns(UserWarning, match="look like probabilities"):
+        func(softmax(logits, axis=1), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        func(np.log(softmax(logits, axis=1)), y)
+
+
 def test_softmax_temperature_equals_power_of_probabilities():
     """softmax(log p / T) is p ** (1 / T) renormalised, zeros included."""
     proba, _ = load_model_outputs("lenet-5-cifar-10")
