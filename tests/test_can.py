@@ -231,6 +231,44 @@ def test_extreme_alpha_and_iterations_stay_exact(cifar100_subset, alpha, n_iter)
         np.testing.assert_allclose(out[i], expected, atol=1e-10)
 
 
+@pytest.mark.parametrize("alpha, n_iter", [(10.0, 3), (5.0, 5), (4.0, 5), (2.0, 5)])
+def test_large_alpha_power_in_small_batches_is_exact(cifar100, alpha, n_iter):
+    """alpha**d of 16 to 3,125 on batches of 32 real rows: every corrected row
+    equals the loop in logs. (The factored form's powers underflow there while
+    its rows still sum to one, so a row-sum check cannot tell.)"""
+    proba = cifar100[0].astype(np.float64)
+    prior = np.random.default_rng(1).dirichlet(np.full(100, 10.0))
+    checked = 0
+    for start in range(0, 320, 32):
+        batch = proba[start : start + 32]
+        out = alternating_normalization(batch, prior, alpha=alpha, n_iter=n_iter)
+        u = topk_entropy(batch, 3)
+        for i in np.flatnonzero(u >= 0.9):
+            expected = naive_can_row_in_logs(
+                batch[u < 0.9], batch[i], prior, alpha, n_iter
+            )
+            np.testing.assert_allclose(out[i], expected, rtol=1e-9, atol=1e-12)
+            checked += 1
+    assert checked >= 10
+
+
+def test_one_step_where_both_powers_underflow():
+    """d = 1, alpha = 30: b**alpha and the reference column sum both underflow
+    in the last column, whose true ratio b**alpha / (C + b**alpha) is near 1."""
+    proba = np.array(
+        [
+            [0.98, 0.02 - 1e-12, 1e-12],
+            [0.03, 0.97 - 1e-12, 1e-12],
+            [0.5, 0.5 - 1e-11, 1e-11],
+        ]
+    )
+    prior = np.array([0.4, 0.4, 0.2])
+    out = alternating_normalization(proba, prior, k=2, alpha=30.0)
+    expected = naive_can_row_in_logs(proba[:2], proba[2], prior, 30.0, 1)
+    assert expected[2] > 0.99
+    np.testing.assert_allclose(out[2], expected, rtol=1e-9, atol=1e-15)
+
+
 # -- edge cases
 
 

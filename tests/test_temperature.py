@@ -275,8 +275,10 @@ def test_probabilities_passed_as_logits_warn(fit):
     if fit == "bcts":
         func = fit_bias_corrected_temperature
     else:
+
         def func(z, y):
             return fit_temperature(z, y, method=fit)
+
     with pytest.warns(UserWarning, match="look like probabilities"):
         func(softmax(logits, axis=1), y)
     with warnings.catch_warnings():
