@@ -67,7 +67,8 @@ def _renormalized_topk_entropy(top):
     ``scipy.special.entr`` is ``-x log x`` with ``entr(0) = 0``.
     """
     top = top / top.sum(axis=1, keepdims=True)
-    return entr(top).sum(axis=1) / np.log(top.shape[1])
+    # (a uniform row rounds to 1 +- a few ulps: kept in [0, 1] as documented)
+    return np.minimum(entr(top).sum(axis=1) / np.log(top.shape[1]), 1.0)
 
 
 def _check_uncertainty_args(k, n_classes, kind):
@@ -104,7 +105,9 @@ def _topk_entropy(proba, k, kind, overwrite=False):
         plogp = -np.cumsum(entr(ordered), axis=1)[:, 1:]
         # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
         entropy = np.log(mass) - plogp / mass
-        return np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1)
+        return np.minimum(
+            np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1), 1.0
+        )
     # Validated probabilities are finite and non-negative: their bit patterns
     # order as integers do, and an integer partition skips the NaN handling.
     as_int = _integer_view(proba)
@@ -116,7 +119,7 @@ def _topk_entropy(proba, k, kind, overwrite=False):
     top = top.view(proba.dtype).astype(np.float64)
     if kind == "renormalized":
         return _renormalized_topk_entropy(top)
-    return entr(top).sum(axis=1) / np.log(n_classes)
+    return np.minimum(entr(top).sum(axis=1) / np.log(n_classes), 1.0)
 
 
 def topk_entropy(proba, k=3, *, kind="renormalized"):

@@ -286,7 +286,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _adjust_proba(self, proba):
         prior = self._prior_of(proba)
-        return _reweight(proba, prior / self.train_prior_)
+        return _reweight(proba, self.train_prior_, prior)
 
     # -- on-line ---------------------------------------------------------------------
 
@@ -363,4 +363,4 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """
         check_is_fitted(self)
         proba = self._inner_proba(X)
-        return _reweight(proba, self.online_prior_ / self.train_prior_)
+        return _reweight(proba, self.train_prior_, self.online_prior_)

@@ -86,14 +86,15 @@ def _check_train_prior(train_prior, n_classes):
     return prior
 
 
-def _reweight(proba, weights):
-    """Rows of ``proba * weights`` renormalised, in float64 (a new array).
+def _reweight(proba, train_prior, test_prior):
+    """Rows of ``proba * test_prior / train_prior`` renormalised, in float64.
 
-    A row that is 0 everywhere (all its mass on classes of weight 0) gets
-    ``weights`` renormalised, the answer of a row that carries no usable
+    A row that is 0 everywhere (all its mass on classes the test prior rules
+    out) gets ``test_prior``, the posterior of a sample that carries no usable
     evidence. (In place after the product, and without a float64 copy of a
     float32 input: 8x faster than the plain expression on 5,000 x 100 float32.)
     """
+    weights = test_prior / train_prior
     out = np.multiply(proba, weights, dtype=np.float64)
     total = np.einsum("ij->i", out)
     empty = ~(total > 0)
@@ -101,7 +102,7 @@ def _reweight(proba, weights):
         total[empty] = 1.0
     out *= (1.0 / total)[:, None]
     if empty.any():
-        out[empty] = weights / weights.sum()
+        out[empty] = test_prior
     return out
 
 
@@ -153,7 +154,7 @@ def adjust_to_prior(proba, train_prior, test_prior):
     n_classes = proba.shape[1]
     test = check_prior(test_prior, n_classes, name="test_prior")
     train = _check_train_prior(train_prior, n_classes)
-    adjusted = _reweight(proba, test / train)
+    adjusted = _reweight(proba, train, test)
     return adjusted.astype(proba.dtype, copy=False)
 
 
@@ -515,6 +516,18 @@ def estimate_test_prior(
     start = train if init is None else check_prior(init, n_classes, name="init")
     if concentration > 0 and np.any(start == 0):
         start = (start + 1e-3 / n_classes) / (1 + 1e-3)  # MAP lives in the interior
+    elif np.any(start == 0):
+        # EM keeps a class at 0 where it starts; a row with all its mass there
+        # has likelihood 0 at every such prior, and the estimate is undefined.
+        stranded = np.flatnonzero(~(proba[:, start > 0].sum(axis=1) > 0))
+        if stranded.size:
+            raise ValueError(
+                f"init is 0 on every class that row {int(stranded[0])} of proba "
+                f"gives probability to ({stranded.size} such rows), so the "
+                f"likelihood is 0 there and no solver can start from it. Pass "
+                f"an init that is positive on every class, or init=None (the "
+                f"training prior)."
+            )
 
     # float64 once: a float32 matrix would be converted in every product.
     problem = _Problem(proba.astype(np.float64), train, concentration)

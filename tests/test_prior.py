@@ -152,6 +152,9 @@ def test_adjust_rows_ruled_out_by_the_prior():
     proba = np.array([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0]])
     out = adjust_to_prior(proba, [1 / 3, 1 / 3, 1 / 3], [0.5, 0.0, 0.5])
     np.testing.assert_allclose(out, [[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]])
+    # with a training prior that is not uniform too (not pi / q renormalised)
+    out = adjust_to_prior([[0.0, 0.0, 1.0]], [0.5, 0.3, 0.2], [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(out, [[0.5, 0.5, 0.0]])
 
 
 def test_zero_training_prior_is_refused():
@@ -599,6 +602,21 @@ def test_array_functions_read_a_keyed_prior_by_column_position():
         )
     with pytest.raises(ValueError, match="not the columns"):
         adjust_to_prior(proba, [0.5, 0.5], {"a": 0.9, "b": 0.1})
+
+
+@pytest.mark.parametrize("solver", ["em", "squarem", "pga"])
+def test_init_with_zero_likelihood_is_refused(solver):
+    """An init that is 0 on all of a row's classes is refused, not NaN."""
+    proba = np.array([[0.0, 0.0, 1.0], [0.6, 0.4, 0.0]])
+    with pytest.raises(ValueError, match="init is 0 on every class that row 0"):
+        estimate_test_prior(proba, [0.5, 0.3, 0.2], init=[0.5, 0.5, 0.0], solver=solver)
+    # a zero that strands no row is allowed, and EM keeps that class at 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = estimate_test_prior(
+            proba, [0.5, 0.3, 0.2], init=[0.5, 0.0, 0.5], solver="em", max_iter=50
+        )
+    assert result.prior[1] == 0 and np.all(np.isfinite(result.prior))
 
 
 def test_fitted_model_is_never_refitted(blobs):
