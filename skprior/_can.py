@@ -271,6 +271,19 @@ def _log_column_sums_of_powers(proba, weight, alpha):
         return logsumexp(scaled, axis=0)
 
 
+def _powers_stay_normal(arrays, alpha):
+    """Whether every positive entry of ``arrays`` raised to ``alpha`` stays
+    above ``e**50`` times the smallest normal float.
+
+    Then no power under- or loses precision, and the closed form in powers is
+    exact; always so for ``alpha < 1``, which raises small entries.
+    """
+    if alpha < 1:
+        return True
+    floor = np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha)
+    return all(not np.any((array > 0) & (array < floor)) for array in arrays)
+
+
 def _can_one_step_log(rows, log_column_sums, prior, alpha):
     """:func:`_can_one_step` in logs, for ``alpha != 1``.
 
@@ -564,8 +577,8 @@ def alternating_normalization(
     :math:`d = 1, \alpha = 1`.
 
     All low-confidence rows are computed together: ``d = 1`` in closed form
-    (in logs for :math:`\alpha \ne 1`, where powers such as
-    :math:`10^{-12 \cdot 30}` underflow), ``d > 1`` by two matrix products per
+    (in logs when a power such as :math:`(10^{-12})^{30}` would come near
+    underflow), ``d > 1`` by two matrix products per
     iteration (see the module's notes). That form is exact while a row's
     iteration scales spread over less than :math:`e^{600}`; rows beyond, which
     large :math:`\alpha^d` produces (:math:`5^5` on CIFAR-100 outputs), are
@@ -635,9 +648,12 @@ def alternating_normalization(
     if n_iter == 1 or not selected.any():
         # (with no reference row every iteration returns the prior on the
         # row's support, so one step is the whole answer)
-        if alpha != 1:
+        if alpha != 1 and not _powers_stay_normal((reference, rows), alpha):
             log_column_sums = _log_column_sums_of_powers(reference, weight, alpha)
             corrected = _can_one_step_log(rows, log_column_sums, prior, alpha)
+        elif alpha != 1:
+            column_sums = _column_sums_of_powers(reference, weight, alpha)
+            corrected = _can_one_step(rows, column_sums, prior, alpha)
         else:
             if transductive:
                 # With its low rows zeroed, the output's copy of the batch holds
