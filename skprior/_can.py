@@ -651,18 +651,15 @@ def alternating_normalization(
         if alpha != 1 and not _powers_stay_normal((reference, rows), alpha):
             log_column_sums = _log_column_sums_of_powers(reference, weight, alpha)
             corrected = _can_one_step_log(rows, log_column_sums, prior, alpha)
-        elif alpha != 1:
-            column_sums = _column_sums_of_powers(reference, weight, alpha)
-            corrected = _can_one_step(rows, column_sums, prior, alpha)
         else:
-            if transductive:
+            if transductive and alpha == 1:
                 # With its low rows zeroed, the output's copy of the batch holds
                 # exactly the confident rows: sum it, with no weights to apply.
                 result[low] = 0
                 column_sums = _column_sums(result)
             else:
-                column_sums = _column_sums_of_powers(reference, weight, 1)
-            corrected = _can_one_step(rows, column_sums, prior, 1)
+                column_sums = _column_sums_of_powers(reference, weight, alpha)
+            corrected = _can_one_step(rows, column_sums, prior, alpha)
     else:
         corrected, lost = _can_iterated(
             rows, reference[selected], weight[selected], prior, alpha, n_iter
