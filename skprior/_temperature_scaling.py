@@ -558,6 +558,10 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     -----
     ConvergenceWarning
         When L-BFGS stops before convergence.
+    UserWarning
+        When the temperature goes so high that every softmax is uniform (the
+        logits are no better than chance), or when ``logits`` look like
+        probabilities.
 
     See Also
     --------
@@ -627,4 +631,14 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         )
     temperature = float(1.0 / (np.exp(result.x[0]) * scale))
     bias = result.x[1:] - result.x[1:].mean()
+    _, spread = _temperature_scale(d)
+    if spread is not None and temperature > spread * _HIGH_FACTOR:
+        warnings.warn(
+            f"Bias-corrected temperature scaling went to T = {temperature:.3g}, "
+            f"past the point where every softmax of the logits is uniform to "
+            f"1e-3: the logits are no better than chance on this data, and the "
+            f"probabilities are those of the class biases alone.",
+            UserWarning,
+            stacklevel=2,
+        )
     return temperature, bias

@@ -286,6 +286,18 @@ def test_probabilities_passed_as_logits_warn(fit):
         func(np.log(softmax(logits, axis=1)), y)
 
 
+def test_bcts_on_logits_no_better_than_chance_warns():
+    """Labels that the logits always get wrong send BCTS's T to infinity: warn,
+    as fit_temperature does, instead of returning T = 1e12 silently."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=300)
+    logits = rng.normal(size=(300, 3))
+    logits[np.arange(300), y] -= 5
+    with pytest.warns(UserWarning, match="no better than chance"):
+        temperature, _ = fit_bias_corrected_temperature(logits, y)
+    assert temperature > 1e4
+
+
 def test_softmax_temperature_equals_power_of_probabilities():
     """softmax(log p / T) is p ** (1 / T) renormalised, zeros included."""
     proba, _ = load_model_outputs("lenet-5-cifar-10")
