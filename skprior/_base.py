@@ -103,6 +103,12 @@ class BasePriorClassifier(
         estimator = self._get_estimator()
         if isinstance(estimator, FrozenEstimator) or is_fitted(estimator):
             return estimator
+        # The model will learn the classes of y: refuse parameters that do not
+        # fit them before the (possibly long) fit, not after it. (Fewer than
+        # two classes is the model's own error to give.)
+        n_classes = len(np.unique(y))
+        if n_classes >= 2:
+            self._check_n_classes(n_classes)
         fit_params = {}
         if sample_weight is not None:
             if not has_fit_parameter(estimator, "sample_weight"):
@@ -117,6 +123,9 @@ class BasePriorClassifier(
     def _is_transductive(self):
         """Whether a row's output depends on the other rows of the batch."""
         return False
+
+    def _check_n_classes(self, n_classes):
+        """Raise if a parameter does not suit ``n_classes`` classes (a hook)."""
 
     # -- fit -----------------------------------------------------------------------
 

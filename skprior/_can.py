@@ -797,9 +797,11 @@ class CANClassifier(BasePriorClassifier):
     def _is_transductive(self):
         return self.reference == "batch"
 
-    def _fit_post_hoc(self, X, y_index, sample_weight):
-        n_classes = len(self.classes_)
+    def _check_n_classes(self, n_classes):
         _check_uncertainty_args(self.k, n_classes, self.uncertainty)
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        self._check_n_classes(len(self.classes_))
         if np.any(self.train_prior_ == 0):
             missing = self.classes_[self.train_prior_ == 0].tolist()
             raise ValueError(

@@ -591,6 +591,13 @@ def test_binary_problem_with_k_2():
     with pytest.raises(ValueError, match="choose k between 2 and 2 .with two classes"):
         CANClassifier(model).fit(X, y)
 
+    class NeverFitted(LogisticRegression):
+        def fit(self, X, y, sample_weight=None):
+            raise AssertionError("the k error must come before the inner fit")
+
+    with pytest.raises(ValueError, match="choose k between 2 and 2"):
+        CANClassifier(NeverFitted()).fit(X, y)
+
 
 def test_class_absent_from_fit_labels_is_refused(digits_split):
     """A zero training prior would be divided by: a clear error, with the fix."""
