@@ -314,7 +314,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
         The new ``online_prior_`` is the estimate from every sample given since
         ``fit`` or :meth:`reset_prior`, not from ``X`` alone (for
-        ``"mle"``/``"map"``, EM warm-started from the previous estimate).
+        ``"mle"``/``"map"``, EM started halfway between the previous estimate
+        and the training prior).
         :meth:`predict_proba` is not affected.
 
         Parameters
@@ -338,9 +339,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         elif self.method in ("mle", "map"):
             self._stream_proba.append(proba)
             seen = np.concatenate(self._stream_proba)
-            # A class driven to exactly 0 would stay there under EM: restart
-            # such an estimate from the training prior instead.
-            init = self.online_prior_ if np.all(self.online_prior_ > 0) else None
+            # Start halfway to the training prior: close to the last estimate,
+            # and with no class at or near 0, where EM moves a class slowly
+            # (at exactly 0, never) after a small batch put it there.
+            init = 0.5 * (self.online_prior_ + self.train_prior_)
             self.online_prior_ = self._estimate(seen, init=init).prior
         return self
 

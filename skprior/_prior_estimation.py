@@ -15,8 +15,9 @@ product), the EM map is ``F(pi)_k = pi_k g_k / N`` where
 ``g_k = sum_i (p_ik / q_k) / D_i`` (a second product) is also the gradient of
 the log-likelihood ``l(pi) = sum_i log D_i``. One "pass" is these two products;
 no n_samples x n_classes temporary is formed. Every solver stops on the same
-scale-free criterion, the L1 size of one EM step, ``||F(pi) - pi||_1 <= tol``
-(plus, for the projected gradient, the KKT violation of classes held at 0).
+scale-free criterion, the L1 size of one EM step, ``||F(pi) - pi||_1 <= tol``,
+plus, for the MLE, the KKT violation ``max(g_k - 1, 0)`` of classes below
+``tol`` (at or near 0, where an EM step is small whatever the gradient).
 """
 
 import dataclasses
@@ -196,12 +197,18 @@ class _Problem:
         updated = (counts + a1) / (self.n_samples + self.n_classes * a1)
         return updated / updated.sum()
 
-    def residual(self, prior, gradient):
-        """L1 size of one EM step, plus KKT violations of classes held at 0."""
+    def residual(self, prior, gradient, tol):
+        """L1 size of one EM step, plus KKT violations of classes at or near 0.
+
+        At the MLE every class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``).
+        A class with ``pi_k < tol`` moves by ``pi_k (g_k - 1) < tol`` per EM
+        step however much it should grow, so for such classes the excess
+        ``g_k - 1`` is counted too: a start near a vertex is not "converged".
+        """
         step = np.abs(self.em_map(prior, gradient) - prior).sum()
         if self.concentration == 0:
-            zero = prior == 0
-            step += np.maximum(gradient[zero] - 1.0, 0.0).sum()
+            small = prior < tol
+            step += np.maximum(gradient[small] - 1.0, 0.0).sum()
         return step
 
     def objective(self, prior, log_d_sum):
@@ -212,11 +219,11 @@ def _solve_em(problem, start, max_iter, tol):
     prior = start
     for n_iter in range(1, max_iter + 1):
         gradient, log_d = problem.evaluate(prior)
-        if problem.residual(prior, gradient) <= tol:
+        if problem.residual(prior, gradient, tol) <= tol:
             return prior, n_iter - 1, True, log_d
         prior = problem.em_map(prior, gradient)
     gradient, log_d = problem.evaluate(prior)
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
 
 
 def _squarem_point(prior, r, v, p2, step):
@@ -284,11 +291,11 @@ def _solve_squarem(problem, start, max_iter, tol):
     prior = start
     gradient, log_d = problem.evaluate(prior)
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient) <= tol:
+        if problem.residual(prior, gradient, tol) <= tol:
             return prior, n_iter - 1, True, log_d
         p1 = problem.em_map(prior, gradient)
         gradient1, log_d1 = problem.evaluate(p1)
-        if problem.residual(p1, gradient1) <= tol:
+        if problem.residual(p1, gradient1, tol) <= tol:
             return p1, n_iter, True, log_d1
         p2 = problem.em_map(p1, gradient1)
         r = p1 - prior
@@ -313,7 +320,7 @@ def _solve_squarem(problem, start, max_iter, tol):
             candidate = p2
             gradient, log_d = problem.evaluate(candidate)
         prior = candidate
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
 
 
 def project_to_simplex(v):
@@ -373,7 +380,7 @@ def _solve_pga(problem, start, max_iter, tol):
     direction = ascent_direction(prior, gradient)
     learning_rate = 1.0 / max(np.abs(direction).max(), 1e-12) * 1e-2
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient) <= tol:
+        if problem.residual(prior, gradient, tol) <= tol:
             return prior, n_iter - 1, True, log_d
         for _ in range(60):
             candidate = project_to_simplex(prior + learning_rate * direction)
@@ -385,7 +392,12 @@ def _solve_pga(problem, start, max_iter, tol):
                 break
             learning_rate /= 2
         else:  # no ascent at machine precision: the optimum is reached
-            return prior, n_iter - 1, problem.residual(prior, gradient) <= tol, log_d
+            return (
+                prior,
+                n_iter - 1,
+                problem.residual(prior, gradient, tol) <= tol,
+                log_d,
+            )
         direction_c = ascent_direction(candidate, gradient_c)
         s = candidate - prior
         y = direction - direction_c  # minus the change of the ascent direction
@@ -393,7 +405,7 @@ def _solve_pga(problem, start, max_iter, tol):
         learning_rate = (s @ s) / curvature if curvature > 0 else 2 * learning_rate
         prior, gradient, log_d, value = candidate, gradient_c, log_d_c, value_c
         direction = direction_c
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
 
 
 _SOLVERS = {"em": _solve_em, "squarem": _solve_squarem, "pga": _solve_pga}
@@ -453,7 +465,9 @@ def estimate_test_prior(
         Largest number of iterations.
     tol : float, default=1e-6
         Stop when one EM step would move the estimate by at most ``tol`` in L1
-        norm (a scale-free criterion: the prior lies on the simplex).
+        norm (a scale-free criterion: the prior lies on the simplex) and, for
+        the MLE, no class below ``tol`` has a likelihood gradient pulling it up
+        (see the module's notes).
 
     Returns
     -------

@@ -666,6 +666,37 @@ def test_online_estimate_uses_every_sample_seen(blobs):
     np.testing.assert_allclose(wrapper.online_prior_, wrapper.train_prior_)
 
 
+@pytest.mark.parametrize("solver", ["em", "squarem"])
+def test_online_estimate_recovers_after_a_batch_of_one(blobs, solver):
+    """A first batch of one sample puts the estimate at a vertex (other classes
+    near 0); the next batch must still lead to the estimate on all samples."""
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(model, solver=solver, tol=1e-10)
+    wrapper.fit(X[1500:2000], y[1500:2000])
+    wrapper.update_prior(X[2000:2001])
+    assert wrapper.online_prior_.max() > 0.99
+    wrapper.update_prior(X[2001:2900])
+    expected = estimate_test_prior(
+        model.predict_proba(X[2000:2900]), wrapper.train_prior_, tol=1e-10
+    ).prior
+    np.testing.assert_allclose(wrapper.online_prior_, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", ["em", "squarem", "pga"])
+def test_start_near_a_vertex_is_not_taken_for_the_optimum(solver):
+    """From init = (1 - 2e-12, 1e-12, 1e-12) one EM step is tiny, but the
+    gradient pulls the small classes up: the solvers must not stop there."""
+    proba = np.random.default_rng(0).dirichlet(np.ones(3), size=500)
+    q = np.full(3, 1 / 3)
+    result = estimate_test_prior(
+        proba, q, init=[1 - 2e-12, 1e-12, 1e-12], solver=solver, tol=1e-10
+    )
+    expected = naive_em(proba, q, tol=1e-13)
+    assert result.converged
+    np.testing.assert_allclose(result.prior, expected, atol=1e-6)
+
+
 def test_online_bbse_counts_predictions(blobs):
     """On-line BBSE equals BBSE of the whole stream at once."""
     X, y = blobs
