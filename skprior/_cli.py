@@ -26,7 +26,7 @@ from skprior._cli_io import (
     read_outputs,
     write_array,
 )
-from skprior._cli_report import diagram, report
+from skprior._cli_report import check_diagram_path, diagram, report
 
 EXIT_CODES = """\
 file formats:
@@ -544,12 +544,18 @@ def _run(args):
         raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
     if getattr(args, "output", None) is not None:
         check_output_path(args.output)
+    if getattr(args, "diagram", None) is not None:
+        check_diagram_path(args.diagram)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        code = args.handler(args)
-    for warning in caught:
-        print(f"skprior {args.command}: warning: {warning.message}", file=sys.stderr)
-    return code
+        try:
+            return args.handler(args)
+        finally:  # (also when the command fails: a warning may explain why)
+            for warning in caught:
+                print(
+                    f"skprior {args.command}: warning: {warning.message}",
+                    file=sys.stderr,
+                )
 
 
 def main(argv=None):

@@ -8,6 +8,8 @@ Formats, chosen by the file's extension:
     Several named arrays; ``key`` picks one. Without a key: the only array, or
     else the first of the default names present (``predictions``, ``proba``,
     ``logits`` for outputs; ``labels``, ``ground_truth``, ``y`` for labels).
+    The key applies to .npz files only (the other formats hold one array), so
+    that .npz and .npy files can be mixed in one command.
 ``.csv`` / ``.txt``
     Comma-separated numbers, one sample per line, no index column. A first
     line that is not all numbers is a header and is skipped; every other line
@@ -100,15 +102,11 @@ def read_array(path, key=None, default_keys=OUTPUT_KEYS):
     suffix = _suffix(path)
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file.")
-    if key is not None and suffix != ".npz":
-        raise InputError(
-            f"{path}: a key was given but only .npz files hold named arrays."
-        )
     try:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False)
         if suffix == ".npz":
-            return _read_npz(path, key, default_keys)
+            return _read_npz(path, key, default_keys)  # (key: .npz files only)
         return _read_text(path)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise InputError(f"{path}: cannot be read as a {suffix} file ({exc}).") from exc
@@ -155,10 +153,15 @@ def read_outputs(path, key=None, logits=False):
             raise InputError(f"{path}: the logits contain NaN or infinite values.")
         array = softmax(array.astype(np.float64), axis=1)
     try:
-        return check_proba(array, name=str(path))
+        proba = check_proba(array, name=str(path))
     except ValueError as exc:
         hint = "" if logits else " If the file holds logits, pass --logits."
         raise InputError(f"{exc}{hint}") from exc
+    if array.dtype == np.float16:
+        # Checked at float16 precision, its rows sum to 1 within ~1e-3 only:
+        # renormalised, so that the commands' float64 steps accept them.
+        proba = proba / proba.sum(axis=1, keepdims=True)
+    return proba
 
 
 def read_labels(path, n_samples, n_classes, key=None):
@@ -196,7 +199,15 @@ def parse_prior(text, n_classes):
     divided by their total.
     """
     if Path(text).suffix.lower() in SUFFIXES:
-        values = np.ravel(read_array(text)).astype(np.float64)
+        values = read_array(text)
+        if values.ndim == 2 and 1 in values.shape:
+            values = np.ravel(values)  # one row or one column
+        if values.ndim != 1 or not np.issubdtype(values.dtype, np.number):
+            raise InputError(
+                f"{text}: a prior file must hold one vector of numbers, got an "
+                f"array of shape {values.shape} and dtype {values.dtype}."
+            )
+        values = values.astype(np.float64)
     else:
         try:
             values = np.array([float(v) for v in text.split(",")], dtype=np.float64)
@@ -238,10 +249,14 @@ def write_array(path, proba, extra=None):
     """
     suffix = check_output_path(path)
     try:
+        # (through a file object: given a name, numpy would append ".npy" or
+        # ".npz" to an upper-case extension)
         if suffix == ".npy":
-            np.save(path, proba)
+            with open(path, "wb") as handle:
+                np.save(handle, proba)
         elif suffix == ".npz":
-            np.savez(path, proba=proba, **(extra or {}))
+            with open(path, "wb") as handle:
+                np.savez(handle, proba=proba, **(extra or {}))
         else:
             # Enough digits to read the same floats back.
             digits = 9 if proba.dtype == np.float32 else 17

@@ -1,5 +1,7 @@
 """The report and the reliability diagram of the ``skprior`` commands."""
 
+from pathlib import Path
+
 import numpy as np
 
 from skprior._cli_io import InputError
@@ -23,6 +25,26 @@ def report(before, after, labels):
     for name in old:
         change = new[name] - old[name]
         print(f"{name:10}{old[name]:10.4f}{new[name]:10.4f}{change:+10.4f}")
+
+
+def check_diagram_path(path):
+    """Refuse a --diagram path that matplotlib cannot write, before any work."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as exc:
+        raise InputError(
+            "--diagram needs matplotlib: pip install 'skprior[plot]'."
+        ) from exc
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        known = ", ".join("." + name for name in sorted(formats))
+        raise InputError(
+            f"{path}: matplotlib cannot write this file type; use one of {known}."
+        )
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist.")
 
 
 def diagram(path, before, after, labels, title):

@@ -402,3 +402,74 @@ def test_bad_labels_or_output_fail_before_any_result(files, tmp_path, capsys, co
         assert code == 2, stderr
         assert stdout == ""  # no prior or temperature printed
         assert "error:" in stderr
+
+
+def test_npz_with_key_and_npy_mix_in_one_command(files, tmp_path, capsys):
+    """--key names an array inside .npz files only: an .npy beside it is fine."""
+    paths, _ = files
+    out = tmp_path / "out.npz"
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test_npz"], "--key", "predictions",
+        "--fit-outputs", paths["val"], "--fit-labels", paths["val_labels"], "-o", out,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "proba" in np.load(out)
+
+
+def test_float16_outputs_are_read_and_renormalised(files, tmp_path, capsys):
+    """Half-precision outputs (rows off 1 by ~1e-3) work in every command."""
+    paths, arrays = files
+    half = tmp_path / "half.npy"
+    np.save(half, arrays["test"].astype(np.float16))
+    for argv in (
+        ["can", half, "--prior-from-labels", paths["val_labels"]],
+        ["adapt", half, "--prior-from-labels", paths["val_labels"]],
+        ["calibrate", half, "--fit-labels", paths["test_labels"]],
+    ):
+        out = tmp_path / "out.npy"
+        code, _, stderr = run(capsys, *argv, "-o", out)
+        assert code == 0, stderr
+        np.testing.assert_allclose(np.load(out).sum(axis=1), 1, atol=1e-12)
+
+
+def test_upper_case_output_extension_writes_that_file(files, tmp_path, capsys):
+    """-o OUT.NPY writes OUT.NPY (numpy alone would append ".npy")."""
+    paths, arrays = files
+    for name in ("OUT.NPY", "OUT.NPZ"):
+        code, _, stderr = run(
+            capsys, "can", paths["test"], "--prior-from-labels", paths["val_labels"],
+            "-o", tmp_path / name,
+        )  # fmt: skip
+        assert code == 0, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OUT.NPY", "OUT.NPZ"]
+    assert np.load(tmp_path / "OUT.NPY").shape == arrays["test"].shape
+    assert np.load(tmp_path / "OUT.NPZ")["proba"].shape == arrays["test"].shape
+
+
+@pytest.mark.parametrize(
+    "prior, message",
+    [(np.array(["a"] * 100), "one vector of numbers"), (np.ones((2, 50)), "shape")],
+)
+def test_prior_file_must_be_one_vector_of_numbers(
+    files, tmp_path, capsys, prior, message
+):
+    paths, _ = files
+    prior_file = tmp_path / "prior.npy"
+    np.save(prior_file, prior)
+    code, _, stderr = run(capsys, "can", paths["test"], "--prior", prior_file)
+    assert code == 2
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_bad_diagram_path_fails_before_any_output(files, tmp_path, capsys):
+    """--diagram is checked up front, like --output: nothing is written."""
+    pytest.importorskip("matplotlib")
+    paths, _ = files
+    out = tmp_path / "out.npy"
+    for diagram in (tmp_path / "d.xyz", tmp_path / "no_folder" / "d.png"):
+        code, stdout, stderr = run(
+            capsys, "can", paths["test"], "--prior-from-labels", paths["val_labels"],
+            "--labels", paths["test_labels"], "--diagram", diagram, "-o", out,
+        )  # fmt: skip
+        assert code == 2, stderr
+        assert stdout == "" and not out.exists()
