@@ -130,7 +130,7 @@ class ReliabilityDisplay:
         plt = _pyplot()
         name = self.estimator_name if name is None else name
         hist_ax = None
-        stacked = ax is None
+        stacked = ax is None and histogram
         if stacked:
             fig, (ax, hist_ax) = plt.subplots(
                 2,
@@ -140,9 +140,8 @@ class ReliabilityDisplay:
                 layout="constrained",
                 gridspec_kw={"height_ratios": [3, 1]},
             )
-            if not histogram:
-                hist_ax.remove()
-                hist_ax = None
+        elif ax is None:  # the curve alone, on the whole figure
+            fig, ax = plt.subplots(figsize=(5, 5), layout="constrained")
         elif histogram:
             hist_ax = ax.twinx()
         label = name

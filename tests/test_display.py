@@ -59,6 +59,11 @@ def test_plot_on_given_axes():
     assert display.hist_ax_ is not None and display.hist_ax_.figure is fig
     no_hist = ReliabilityDisplay.from_predictions(y, proba, histogram=False)
     assert no_hist.hist_ax_ is None
+    # without a histogram the curve has the figure to itself, x labels shown
+    assert no_hist.figure_.axes == [no_hist.ax_]
+    assert no_hist.ax_.xaxis.get_tick_params(which="major").get("labelbottom", True)
+    no_hist.figure_.canvas.draw()
+    assert no_hist.ax_.get_position().height > 0.75
 
 
 def test_from_estimator_needs_predict_proba():
