@@ -170,11 +170,12 @@ def _objective(log_d_sum, prior, n_samples, concentration):
 class _Problem:
     """The data of one estimate and its single pass (see the module docstring)."""
 
-    def __init__(self, proba, train_prior, concentration):
+    def __init__(self, proba, train_prior, concentration, tol):
         self.proba = proba
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
+        self.tol = tol  # classes below it get the KKT check of ``residual``
         self.n_passes = 0
 
     def evaluate(self, prior):
@@ -197,7 +198,7 @@ class _Problem:
         updated = (counts + a1) / (self.n_samples + self.n_classes * a1)
         return updated / updated.sum()
 
-    def residual(self, prior, gradient, tol):
+    def residual(self, prior, gradient):
         """L1 size of one EM step, plus KKT violations of classes at or near 0.
 
         At the MLE every class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``).
@@ -207,7 +208,7 @@ class _Problem:
         """
         step = np.abs(self.em_map(prior, gradient) - prior).sum()
         if self.concentration == 0:
-            small = prior < tol
+            small = prior < self.tol
             step += np.maximum(gradient[small] - 1.0, 0.0).sum()
         return step
 
@@ -219,11 +220,11 @@ def _solve_em(problem, start, max_iter, tol):
     prior = start
     for n_iter in range(1, max_iter + 1):
         gradient, log_d = problem.evaluate(prior)
-        if problem.residual(prior, gradient, tol) <= tol:
+        if problem.residual(prior, gradient) <= tol:
             return prior, n_iter - 1, True, log_d
         prior = problem.em_map(prior, gradient)
     gradient, log_d = problem.evaluate(prior)
-    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
 
 
 def _squarem_point(prior, r, v, p2, step):
@@ -291,11 +292,11 @@ def _solve_squarem(problem, start, max_iter, tol):
     prior = start
     gradient, log_d = problem.evaluate(prior)
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient, tol) <= tol:
+        if problem.residual(prior, gradient) <= tol:
             return prior, n_iter - 1, True, log_d
         p1 = problem.em_map(prior, gradient)
         gradient1, log_d1 = problem.evaluate(p1)
-        if problem.residual(p1, gradient1, tol) <= tol:
+        if problem.residual(p1, gradient1) <= tol:
             return p1, n_iter, True, log_d1
         p2 = problem.em_map(p1, gradient1)
         r = p1 - prior
@@ -320,7 +321,7 @@ def _solve_squarem(problem, start, max_iter, tol):
             candidate = p2
             gradient, log_d = problem.evaluate(candidate)
         prior = candidate
-    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
 
 
 def project_to_simplex(v):
@@ -380,7 +381,7 @@ def _solve_pga(problem, start, max_iter, tol):
     direction = ascent_direction(prior, gradient)
     learning_rate = 1.0 / max(np.abs(direction).max(), 1e-12) * 1e-2
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient, tol) <= tol:
+        if problem.residual(prior, gradient) <= tol:
             return prior, n_iter - 1, True, log_d
         for _ in range(60):
             candidate = project_to_simplex(prior + learning_rate * direction)
@@ -392,12 +393,7 @@ def _solve_pga(problem, start, max_iter, tol):
                 break
             learning_rate /= 2
         else:  # no ascent at machine precision: the optimum is reached
-            return (
-                prior,
-                n_iter - 1,
-                problem.residual(prior, gradient, tol) <= tol,
-                log_d,
-            )
+            return prior, n_iter - 1, problem.residual(prior, gradient) <= tol, log_d
         direction_c = ascent_direction(candidate, gradient_c)
         s = candidate - prior
         y = direction - direction_c  # minus the change of the ascent direction
@@ -405,7 +401,7 @@ def _solve_pga(problem, start, max_iter, tol):
         learning_rate = (s @ s) / curvature if curvature > 0 else 2 * learning_rate
         prior, gradient, log_d, value = candidate, gradient_c, log_d_c, value_c
         direction = direction_c
-    return prior, max_iter, problem.residual(prior, gradient, tol) <= tol, log_d
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
 
 
 _SOLVERS = {"em": _solve_em, "squarem": _solve_squarem, "pga": _solve_pga}
@@ -544,7 +540,7 @@ def estimate_test_prior(
             )
 
     # float64 once: a float32 matrix would be converted in every product.
-    problem = _Problem(proba.astype(np.float64), train, concentration)
+    problem = _Problem(proba.astype(np.float64), train, concentration, tol)
     prior, n_iter, converged, log_d = _SOLVERS[solver](problem, start, max_iter, tol)
     if not converged:
         warnings.warn(
