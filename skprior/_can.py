@@ -42,6 +42,7 @@ from skprior._validation import (
     check_proba,
     check_proba_with_row_max,
     check_real,
+    row_blocks,
     row_maxima,
 )
 
@@ -56,10 +57,6 @@ _SAFE_LOG_RANGE = 600.0
 # exactly uniform top k evaluates to 1 - 2e-16, and must count at tau = 1.
 _TAU_ROUNDING = 1e-12
 
-# Rows are processed in chunks so that the (chunk x n_reference) work arrays of
-# the d > 1 iteration stay near 32 MB each.
-_CHUNK_ELEMENTS = 2**22
-
 
 def _renormalized_topk_entropy(top):
     """Entropy of the rows of ``top`` renormalised, divided by log k.
@@ -69,6 +66,16 @@ def _renormalized_topk_entropy(top):
     top = top / top.sum(axis=1, keepdims=True)
     # (a uniform row rounds to 1 +- a few ulps: kept in [0, 1] as documented)
     return np.minimum(entr(top).sum(axis=1) / np.log(top.shape[1]), 1.0)
+
+
+def _max_over_k_entropy(proba, log_j):
+    """Largest normalised entropy of the top-j renormalised, j = 2..n_classes."""
+    ordered = -np.sort(-proba.astype(np.float64), axis=1)
+    mass = np.cumsum(ordered, axis=1)[:, 1:]
+    plogp = -np.cumsum(entr(ordered), axis=1)[:, 1:]
+    # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
+    entropy = np.log(mass) - plogp / mass
+    return np.minimum(np.max(entropy / log_j, axis=1), 1.0)
 
 
 def _check_uncertainty_args(k, n_classes, kind):
@@ -100,14 +107,11 @@ def _topk_entropy(proba, k, kind, overwrite=False):
     """
     n_classes = proba.shape[1]
     if kind == "max_over_k":
-        ordered = -np.sort(-proba.astype(np.float64), axis=1)
-        mass = np.cumsum(ordered, axis=1)[:, 1:]
-        plogp = -np.cumsum(entr(ordered), axis=1)[:, 1:]
-        # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
-        entropy = np.log(mass) - plogp / mass
-        return np.minimum(
-            np.max(entropy / np.log(np.arange(2, n_classes + 1)), axis=1), 1.0
-        )
+        log_j = np.log(np.arange(2, n_classes + 1))
+        out = np.empty(proba.shape[0])
+        for block in row_blocks(*proba.shape):
+            out[block] = _max_over_k_entropy(proba[block], log_j)
+        return out
     # Validated probabilities are finite and non-negative: their bit patterns
     # order as integers do, and an integer partition skips the NaN handling.
     as_int = _integer_view(proba)
@@ -329,12 +333,12 @@ def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
     those whose scales span too wide a range for the factored form to be
     exact (see :func:`_iterate_block`).
     """
-    reference = reference.astype(np.float64)
-    row_max = reference.max(axis=1)
-    scaled = reference / row_max[:, None]
-    col_max = scaled.max(axis=0)
+    base = reference.astype(np.float64)  # a copy, scaled in place to R_0
+    row_max = base.max(axis=1)
+    base /= row_max[:, None]
+    col_max = base.max(axis=0)
     col_max = np.where(col_max > 0, col_max, 1.0)
-    base = scaled / col_max
+    base /= col_max
     log_u0 = np.log(row_max)[None, :]
     with np.errstate(divide="ignore"):
         log_v0 = np.log(col_max)[None, :]
@@ -349,14 +353,19 @@ def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
         powers.append(current)
 
     n_reference = reference.shape[0]
-    chunk = max(1, _CHUNK_ELEMENTS // max(n_reference, rows.shape[1]))
     out = np.empty(rows.shape, dtype=np.float64)
     lost = np.zeros(rows.shape[0], dtype=bool)
-    for start in range(0, rows.shape[0], chunk):
-        block = rows[start : start + chunk].astype(np.float64)
+    # (blocks x n_reference) work arrays
+    for block in row_blocks(rows.shape[0], max(n_reference, rows.shape[1])):
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            out[start : start + chunk], lost[start : start + chunk] = _iterate_block(
-                block, powers, log_u0, log_v0, log_weight, log_prior, alpha
+            out[block], lost[block] = _iterate_block(
+                rows[block].astype(np.float64),
+                powers,
+                log_u0,
+                log_v0,
+                log_weight,
+                log_prior,
+                alpha,
             )
     return out, lost
 

@@ -34,7 +34,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
 from skprior._sklearn_compat import _check_sample_weight
-from skprior._validation import check_real
+from skprior._validation import check_real, row_blocks
 
 TEMPERATURE_METHODS = ("ec", "nll")
 
@@ -49,12 +49,14 @@ _MAX_WIDENINGS = 40
 # -- input checks ------------------------------------------------------------------
 
 
-def _check_logits(logits, name="logits"):
+def _check_logits(logits, name="logits", as_float64=True):
     """Validate logits; a 1-D binary score ``s`` becomes the rows ``(0, s)``.
 
     Returns a float64 array (a new one) and the caller's dtype. ``-inf`` is
     allowed (the log of an exact zero probability); NaN, ``+inf`` and rows
-    with no finite entry are not.
+    with no finite entry are not. ``as_float64=False`` returns the validated
+    float32 or float64 array without a copy, for a caller that converts it
+    block by block and never writes to it.
     """
     arr = np.asarray(logits)
     if arr.ndim == 1:
@@ -80,21 +82,20 @@ def _check_logits(logits, name="logits"):
             f"{arr.shape[1]}. For a binary problem pass the 1-D score of the "
             f"positive class."
         )
-    z = arr.astype(np.float64)
-    if np.isnan(z).any() or np.isposinf(z).any():
-        bad = int(np.flatnonzero((np.isnan(z) | np.isposinf(z)).any(axis=1))[0])
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        bad = int(np.flatnonzero((np.isnan(arr) | np.isposinf(arr)).any(axis=1))[0])
         raise ValueError(
             f"{name} contains NaN or +inf (first in row {bad}). Logits must be "
             f"finite or -inf (the log of a zero probability)."
         )
-    top = z.max(axis=1)
+    top = arr.max(axis=1)
     if np.isneginf(top).any():
         bad = int(np.flatnonzero(np.isneginf(top))[0])
         raise ValueError(
             f"Row {bad} of {name} is -inf in every column, so it is not the log "
             f"of a probability vector. Check the model's outputs."
         )
-    return z, dtype
+    return (arr.astype(np.float64) if as_float64 else arr), dtype
 
 
 def _warn_if_probabilities(z, stacklevel=3):
@@ -165,25 +166,33 @@ def _shifted(z):
 
 def _mean_confidence(d, weights, temperature):
     """Weighted mean over rows of ``max_k softmax(d / T)``."""
-    with np.errstate(over="ignore", under="ignore"):
-        sums = np.exp(d / temperature).sum(axis=1)
+    sums = np.empty(d.shape[0])
+    for block in row_blocks(*d.shape):  # (temporaries of one block)
+        with np.errstate(over="ignore", under="ignore"):
+            sums[block] = np.exp(d[block] / temperature).sum(axis=1)
     return np.dot(weights, 1.0 / sums) / weights.sum()
 
 
 def _nll_slope(d, d_true, weights, temperature):
     """Derivative of the mean log loss with respect to ``beta = 1 / T``."""
-    finite_d = np.where(np.isfinite(d), d, 0.0)
-    with np.errstate(over="ignore", under="ignore"):
-        e = np.exp(d / temperature)
-    expected = (e * finite_d).sum(axis=1) / e.sum(axis=1)
+    expected = np.empty(d.shape[0])
+    for block in row_blocks(*d.shape):  # (temporaries of one block)
+        rows = d[block]
+        with np.errstate(over="ignore", under="ignore"):
+            e = np.exp(rows / temperature)
+        sums = e.sum(axis=1)
+        # exp(-inf) = 0 weighs the -inf entries, which must not give 0 * -inf
+        e *= np.where(np.isfinite(rows), rows, 0.0)
+        expected[block] = e.sum(axis=1) / sums
     return np.dot(weights, expected - d_true) / weights.sum()
 
 
 def _temperature_scale(d):
     """Smallest positive top-logit gap and largest row spread of ``d``."""
-    negative = np.where(np.isfinite(d) & (d < 0), d, -np.inf)
-    gaps = -negative.max(axis=1)
-    spreads = -np.where(np.isfinite(d), d, 0.0).min(axis=1)
+    finite = np.isfinite(d)
+    # (reductions with where=: no float temporary the size of d)
+    gaps = -np.max(d, axis=1, where=finite & (d < 0), initial=-np.inf)
+    spreads = -np.min(d, axis=1, where=finite, initial=0.0)
     gaps = gaps[np.isfinite(gaps)]
     if gaps.size == 0:
         return None, None
@@ -283,6 +292,8 @@ def _nll_rows(d, y, weights):
             "Every sample gives its true class logit -inf (probability 0): the "
             "log loss is infinite at every temperature. Use method='ec'."
         )
+    if keep.all():
+        return d, y, d_true, weights
     return d[keep], y[keep], d_true[keep], weights[keep]
 
 
@@ -291,7 +302,7 @@ def _fit_nll(d, y, weights):
     # at every temperature, so they cannot move the minimiser: leave them out.
     d, y, d_true, weights = _nll_rows(d, y, weights)
     finite = np.isfinite(d)
-    uniform_mean = np.where(finite, d, 0.0).sum(axis=1) / finite.sum(axis=1)
+    uniform_mean = np.sum(d, axis=1, where=finite) / finite.sum(axis=1)
     limit_low = np.dot(weights, -d_true) / weights.sum()
     limit_high = np.dot(weights, uniform_mean - d_true) / weights.sum()
 
@@ -363,17 +374,9 @@ def softmax_temperature(logits, temperature, bias=None):
     >>> softmax_temperature(np.array([[0.0, np.log(3.0)]]), 1e6).round(3)
     array([[0.5, 0.5]])
     """
-    z, dtype = _check_logits(logits)
+    z, dtype = _check_logits(logits, as_float64=False)
     temperature = check_real(temperature, "temperature", low=0, closed="neither")
-    scaled = _scaled_logits(_shifted(z), temperature, bias, z.shape[1])
-    with np.errstate(under="ignore"):
-        proba = np.exp(scaled - logsumexp(scaled, axis=1, keepdims=True))
-    return proba.astype(dtype, copy=False)
-
-
-def _scaled_logits(d, temperature, bias, n_classes):
-    with np.errstate(over="ignore", under="ignore"):
-        scaled = d / temperature
+    n_classes = z.shape[1]
     if bias is not None:
         bias = np.asarray(bias, dtype=np.float64)
         if bias.shape != (n_classes,) or not np.all(np.isfinite(bias)):
@@ -381,8 +384,18 @@ def _scaled_logits(d, temperature, bias, n_classes):
                 f"bias must be a finite 1-D array with one entry per class "
                 f"({n_classes}), got shape {bias.shape}."
             )
-        scaled = scaled + bias
-    return scaled
+    proba = np.empty(z.shape, dtype=dtype)
+    # Block by block, so that the float64 temporaries stay small (a few times
+    # one block, not ten times the batch).
+    for block in row_blocks(*z.shape):
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = _shifted(z[block].astype(np.float64))
+            scaled /= temperature
+            if bias is not None:
+                scaled += bias
+            scaled -= logsumexp(scaled, axis=1, keepdims=True)
+            proba[block] = np.exp(scaled, out=scaled)
+    return proba
 
 
 def fit_temperature(logits, y, *, method="ec", sample_weight=None):
@@ -489,7 +502,10 @@ def fit_temperature(logits, y, *, method="ec", sample_weight=None):
     # Rows of weight 0 must not count, not even in the search interval, so
     # that zero weights are the same as removing the rows.
     keep = weights > 0
-    d, y, weights = _shifted(z[keep]), y[keep], weights[keep]
+    if not keep.all():
+        z, y, weights = z[keep], y[keep], weights[keep]
+    d = z  # (our own float64 copy: shifted in place)
+    d -= d.max(axis=1, keepdims=True)
     if method == "ec":
         return _fit_ec(d, y, weights)
     return _fit_nll(d, y, weights)
@@ -599,7 +615,8 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     n_classes = z.shape[1]
     y = _check_targets(y, z.shape[0], n_classes)
     weights = _check_weights(sample_weight, z.shape[0])
-    d, y, _, weights = _nll_rows(_shifted(z), y, weights)
+    z -= z.max(axis=1, keepdims=True)  # (our own copy: shifted in place)
+    d, y, _, weights = _nll_rows(z, y, weights)
     class_weight = np.bincount(y, weights=weights, minlength=n_classes)
     if np.any(class_weight <= 0):
         missing = np.flatnonzero(class_weight <= 0).tolist()
