@@ -206,7 +206,7 @@ def test_inputs_not_modified():
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"strategy": "equal"}, "strategy"),
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"kind": "marginal"}, "kind"),
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [1, -1]}, "(?i)negative"),
-        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [0, 0]}, "non-zero"),
+        ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [0, 0]}, "zero"),
     ],
 )
 def test_bad_input_raises_clear_error(y_true, y_proba, kwargs, match):
