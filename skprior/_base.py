@@ -280,20 +280,24 @@ class BasePriorClassifier(
         parameters, or ``clone`` the wrapper (the clone holds the fitted model
         frozen, and ``FrozenEstimator`` refuses the same).
         """
-        nested = [key for key in params if key.startswith("estimator__")]
         # ``BaseEstimator.set_params`` sets ``estimator`` first, then the nested
         # keys on it: check the model that they would land on.
         target = params.get("estimator", self.estimator)
-        if (
-            nested
-            and target is not None
-            and not isinstance(target, FrozenEstimator)
-            and is_fitted(target)
-        ):
+        frozen = isinstance(target, FrozenEstimator)
+        # (a FrozenEstimator takes a new ``estimator`` and nothing else)
+        nested = [
+            key
+            for key in params
+            if key.startswith("estimator__")
+            and not (frozen and key == "estimator__estimator")
+        ]
+        if nested and target is not None and (frozen or is_fitted(target)):
+            how = " (held frozen, as clone and GridSearchCV hand it on)"
             raise ValueError(
-                f"Cannot set {nested} on an estimator that is already fitted: the "
-                f"model would keep its fitted state and silently ignore them. "
-                f"Wrap an unfitted model to tune its parameters."
+                f"Cannot set {nested}: the wrapped model is already fitted"
+                f"{how if frozen else ''}, and would keep its fitted state and "
+                f"ignore them. Wrap an unfitted model to tune its parameters; "
+                f"over a fitted one, tune the wrapper's own parameters."
             )
         return super().set_params(**params)
 

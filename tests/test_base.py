@@ -157,11 +157,20 @@ def test_grid_over_inner_parameters_of_a_fitted_model_errors(data, fitted_model)
     grid = GridSearchCV(
         CANClassifier(fitted_model, k=2), {"estimator__C": [0.1, 1.0]}, cv=2
     )
-    with pytest.raises(ValueError, match="fitted|frozen"):
+    # skprior's message, not FrozenEstimator's (whose advice, to set the
+    # parameter on the frozen model itself, would be the silent ignore)
+    with pytest.raises(ValueError, match="already fitted .held frozen"):
         grid.fit(X_val, y_val)
-    with pytest.raises(ValueError, match="already fitted"):
+    with pytest.raises(ValueError, match="already fitted .held frozen"):
+        clone(PriorAdaptedClassifier(fitted_model)).set_params(estimator__C=0.1)
+    with pytest.raises(ValueError, match="already fitted, and"):
         CANClassifier(fitted_model).set_params(estimator__C=0.1)
     assert fitted_model.C == 1.0
+    # what a FrozenEstimator does take: another model
+    swapped = clone(CANClassifier(fitted_model)).set_params(
+        estimator__estimator=fitted_model
+    )
+    assert swapped.estimator.estimator is fitted_model
 
 
 def test_set_params_checks_the_model_the_nested_keys_land_on(data, fitted_model):
