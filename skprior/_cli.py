@@ -225,8 +225,17 @@ def _test_prior(args, proba, train_prior):
     from skprior import bbse_test_prior, estimate_test_prior
 
     n_classes = proba.shape[1]
-    if (args.test_prior is not None) != (args.method == "known"):
-        raise InputError("--test-prior goes with --method known, and only with it.")
+    if args.method == "known" and args.test_prior is None:
+        raise InputError(
+            "--method known adjusts to a test prior that you give: pass it with "
+            "--test-prior (a comma list such as 0.2,0.8, or a file)."
+        )
+    if args.method != "known" and args.test_prior is not None:
+        raise InputError(
+            f"--test-prior is used only with --method known; --method "
+            f"{args.method} estimates the test prior. Drop --test-prior, or "
+            f"pass --method known."
+        )
     if args.method == "known":
         return parse_prior(args.test_prior, n_classes), "given"
     if args.method == "bbse":

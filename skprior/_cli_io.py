@@ -86,6 +86,16 @@ def _read_text(path):
             f"{path}: lines have different numbers of columns {sorted(widths)}."
         )
     array = np.array(rows, dtype=np.float64)
+    n_rows = array.shape[0]
+    if n_rows >= 3 and array.shape[1] >= 2:
+        for start in (0, 1):
+            if np.array_equal(array[:, 0], np.arange(start, start + n_rows)):
+                raise InputError(
+                    f"{path}: the first column is {start}, {start + 1}, ..., "
+                    f"{start + n_rows - 1}, a row index, not data. pandas writes "
+                    f"one unless told not to: to_csv(path, index=False, "
+                    f"header=False)."
+                )
     return array[:, 0] if array.shape[1] == 1 else array
 
 
@@ -153,10 +163,9 @@ def read_outputs(path, key=None, logits=False):
             raise InputError(f"{path}: the logits contain NaN or infinite values.")
         array = softmax(array.astype(np.float64), axis=1)
     try:
-        proba = check_proba(array, name=str(path))
+        proba = check_proba(array, name=str(path), logits_fix="pass --logits")
     except ValueError as exc:
-        hint = "" if logits else " If the file holds logits, pass --logits."
-        raise InputError(f"{exc}{hint}") from exc
+        raise InputError(str(exc)) from exc
     if array.dtype == np.float16:
         # Checked at float16 precision, its rows sum to 1 within ~1e-3 only:
         # renormalised, so that the commands' float64 steps accept them.

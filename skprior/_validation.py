@@ -113,7 +113,12 @@ def row_maxima(arr):
     return np.maximum.reduceat(arr.reshape(-1), starts)
 
 
-def _check_row_sums(row_sums, arr, name, precision=None):
+# How a caller with logits in place of probabilities fixes them (the CLI has
+# its own way: --logits).
+_LOGITS_FIX = "apply scipy.special.softmax(scores, axis=1)"
+
+
+def _check_row_sums(row_sums, arr, name, precision=None, logits_fix=_LOGITS_FIX):
     """Raise if a row sum is not finite or not 1 (within the tolerance of
     ``precision``, by default ``arr.dtype``)."""
     if not np.all(np.isfinite(row_sums)):
@@ -130,23 +135,22 @@ def _check_row_sums(row_sums, arr, name, precision=None):
         bad = int(np.argmax(off))
         raise ValueError(
             f"The rows of {name} must sum to 1 (within {tol:.1e}); row {bad} sums "
-            f"to {row_sums[bad]:.6g}. If these are logits or scores, apply "
-            f"scipy.special.softmax(scores, axis=1); if they are unnormalised "
-            f"weights, divide each row by its sum."
+            f"to {row_sums[bad]:.6g}. If these are logits or scores, {logits_fix}; "
+            f"if they are unnormalised weights, divide each row by its sum."
         )
 
 
-def _raise_if_negative(arr, name):
+def _raise_if_negative(arr, name, logits_fix=_LOGITS_FIX):
     if arr.min() < 0:
         bad = int(np.flatnonzero((arr < 0).any(axis=1))[0])
         raise ValueError(
             f"{name} contains negative values (first in row {bad}), so it is not "
             f"a matrix of probabilities. If these are logits or decision scores, "
-            f"convert them with scipy.special.softmax(scores, axis=1) first."
+            f"{logits_fix}."
         )
 
 
-def check_proba(proba, *, name="proba", min_classes=2):
+def check_proba(proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX):
     """Validate a matrix of class probabilities, one row per sample.
 
     Parameters
@@ -157,6 +161,8 @@ def check_proba(proba, *, name="proba", min_classes=2):
         Name used in error messages.
     min_classes : int, default=2
         Smallest allowed number of columns.
+    logits_fix : str, default="apply scipy.special.softmax(scores, axis=1)"
+        What the error messages advise for logits given as probabilities.
 
     Returns
     -------
@@ -174,8 +180,8 @@ def check_proba(proba, *, name="proba", min_classes=2):
     # NaN and inf make the row sum non-finite: one pass finds them too.
     row_sums = _row_sums(arr)
     if np.all(np.isfinite(row_sums)):
-        _raise_if_negative(arr, name)
-    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr))
+        _raise_if_negative(arr, name, logits_fix)
+    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr), logits_fix)
     return arr
 
 

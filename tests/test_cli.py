@@ -153,6 +153,34 @@ def test_labels_csv_with_header(files, capsys):
     assert "accuracy" in stdout
 
 
+@pytest.mark.parametrize("logits", [False, True])
+@pytest.mark.parametrize("first", [0, 1])
+def test_csv_with_an_index_column_is_refused(files, tmp_path, capsys, logits, first):
+    """pandas' to_csv(header=False) still writes the row index as column 0: as
+    logits it would pass for a 101st class (a wrong temperature, no error)."""
+    paths, arrays = files
+    values = np.log(arrays["test"]) if logits else arrays["test"]
+    path = tmp_path / "with_index.csv"
+    index = np.arange(first, first + len(values))
+    np.savetxt(path, np.column_stack([index, values]), delimiter=",")
+    extra = ["--logits"] if logits else []
+    code, _, stderr = run(
+        capsys, "calibrate", path, *extra, "--fit-labels", paths["test_labels"],
+    )  # fmt: skip
+    assert code == 2
+    last = first + len(values) - 1
+    assert f"first column is {first}, {first + 1}, ..., {last}, a row index" in stderr
+    assert "index=False" in stderr
+
+
+def test_logits_without_the_flag_get_one_fix(files, capsys):
+    """The CLI's advice for logits is --logits, not the Python one (softmax)."""
+    paths, _ = files
+    code, _, stderr = run(capsys, "can", paths["test_logits"], "--prior", "1,1")
+    assert code == 2
+    assert "pass --logits" in stderr and "softmax" not in stderr
+
+
 def test_reference_file(files, tmp_path, capsys):
     """--reference takes the confident rows from another file (inductive CAN)."""
     paths, arrays = files
@@ -204,6 +232,20 @@ def test_reference_file(files, tmp_path, capsys):
                 "can", p["test_npz"], "--key", "nope", "--prior", "1,1",
             ],
             "has no array 'nope'",
+        ),
+        (
+            lambda p, t: [
+                "adapt", p["test"], "--prior-from-labels", p["val_labels"],
+                "--method", "known",
+            ],
+            "pass it with --test-prior",
+        ),
+        (
+            lambda p, t: [
+                "adapt", p["test"], "--prior-from-labels", p["val_labels"],
+                "--test-prior", "1,1", "--method", "bbse",
+            ],
+            "--method bbse estimates the test prior",
         ),
     ],
 )  # fmt: skip
