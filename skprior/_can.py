@@ -560,7 +560,7 @@ def alternating_normalization(
     reference_weight : array-like of shape (n_reference,), default=None
         Non-negative weight of each ``reference`` row in the column sums (a row
         of weight w counts as w copies of itself); ``None`` weighs all rows 1.
-        Only used with ``reference``.
+        Only with ``reference`` (refused without it).
     uncertainty : str, default="renormalized"
         Definition of the uncertainty: ``"renormalized"``, ``"unrenormalized"``
         or ``"max_over_k"``, see :func:`topk_entropy`.
@@ -630,6 +630,12 @@ def alternating_normalization(
                 f"{n_classes}; both must list the same classes."
             )
         reference_weight = _check_weight(reference_weight, reference.shape[0])
+    elif reference_weight is not None:
+        raise ValueError(
+            "reference_weight weighs the rows of reference, but no reference was "
+            "given (the batch is its own reference, each row counted once). Pass "
+            "reference= as well, or drop reference_weight."
+        )
 
     low = _low_confidence(proba, k, tau, uncertainty, row_max, row_sums)
     transductive = reference is None

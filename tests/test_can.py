@@ -669,3 +669,8 @@ def test_bad_reference_weight_is_refused():
                 reference=reference,
                 reference_weight=weight,
             )
+    # weights without a reference would be ignored: refused instead
+    with pytest.raises(ValueError, match="no reference was given"):
+        alternating_normalization(
+            reference, [0.2, 0.3, 0.5], k=2, reference_weight=np.ones(5)
+        )
