@@ -15,6 +15,24 @@ STRATEGIES = ("uniform", "quantile")
 ECE_KINDS = ("top_label", "classwise")
 
 
+def _check_column_names(y_proba, labels):
+    """Refuse a DataFrame whose columns name the labels in another order.
+
+    Columns are read by position, as scikit-learn's metrics read them; columns
+    that name the classes in a different order would be read wrong, silently.
+    """
+    columns = getattr(y_proba, "columns", None)
+    if columns is None:
+        return
+    columns, labels = [str(c) for c in columns], [str(c) for c in labels.tolist()]
+    if columns != labels and sorted(columns) == sorted(labels):
+        raise ValueError(
+            f"y_proba's columns name the classes {columns[:20]}, in another order "
+            f"than labels {labels[:20]}; columns are read by position. Reorder "
+            f"them first: y_proba[labels]."
+        )
+
+
 def _check_inputs(y_true, y_proba, labels, sample_weight):
     """Validate, and return (column index of each label, proba, weights)."""
     y_true = column_or_1d(y_true, warn=True)
@@ -51,6 +69,7 @@ def _check_inputs(y_true, y_proba, labels, sample_weight):
                 f"columns; give one label per column"
                 + (" (two for a 1-D y_proba)." if binary_score else ".")
             )
+    _check_column_names(y_proba, labels)
     position = {label: i for i, label in enumerate(labels.tolist())}
     unknown = [label for label in np.unique(y_true).tolist() if label not in position]
     if unknown:

@@ -238,3 +238,25 @@ def test_reliability_curve_bins_by_hand():
     np.testing.assert_allclose(accuracy, [1.0, 0.5])
     np.testing.assert_allclose(confidence, [0.575, 0.88])
     np.testing.assert_allclose(weight, [0.5, 0.5])
+
+
+def test_dataframe_columns_in_another_order_are_refused():
+    """Columns are read by position; naming the classes in another order is an
+    error, not a silently wrong ECE (0.90 instead of 0.33 here)."""
+    pd = pytest.importorskip("pandas")
+    proba = np.array(
+        [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.6, 0.3, 0.1]]
+    )
+    y = np.array(["a", "b", "c", "a"])
+    frame = pd.DataFrame(proba, columns=["a", "b", "c"])
+    expected = expected_calibration_error(y, proba)
+    assert expected_calibration_error(y, frame) == expected
+    with pytest.raises(ValueError, match="in another order than labels"):
+        expected_calibration_error(y, frame[["c", "a", "b"]])
+    with pytest.raises(ValueError, match="Reorder"):
+        reliability_curve(y, frame[["b", "a", "c"]])
+    # the same names as text, in order, and pandas' default 0, 1, 2: accepted
+    numbers = pd.DataFrame(proba, columns=["0", "1", "2"])
+    y_int = np.array([0, 1, 2, 0])
+    assert expected_calibration_error(y_int, numbers) == expected
+    assert expected_calibration_error(y_int, pd.DataFrame(proba)) == expected
