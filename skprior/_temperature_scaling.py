@@ -511,29 +511,35 @@ def fit_temperature(logits, y, *, method="ec", sample_weight=None):
     return _fit_nll(d, y, weights)
 
 
-def _bcts_loss(params, d, finite_d, y, weights, scale):
+def _bcts_loss(params, d, y, weights, scale):
     """Mean log loss of ``softmax(exp(a) * scale * d + b)`` and its gradient.
 
-    ``finite_d`` is ``d`` with ``-inf`` replaced by 0: those entries have
-    probability exactly 0, and ``0 * -inf`` would be NaN in the gradient.
+    Summed over row blocks, so that the temporaries stay the size of a block.
+    The ``-inf`` entries of ``d`` have probability exactly 0 and add nothing
+    to the gradient (where ``0 * -inf`` would be NaN).
     """
-    n_samples = d.shape[0]
     log_factor, bias = params[0], params[1:]
     factor = np.exp(log_factor) * scale
-    with np.errstate(over="ignore", under="ignore"):
-        t = d * factor + bias
-        top = t.max(axis=1, keepdims=True)
-        e = np.exp(t - top)
-    sums = e.sum(axis=1, keepdims=True)
-    rows = np.arange(n_samples)
+    loss, grad_scale, grad_bias = 0.0, 0.0, np.zeros(d.shape[1])
+    for block in row_blocks(*d.shape):
+        rows, w, labels = d[block], weights[block], y[block]
+        with np.errstate(over="ignore", under="ignore"):
+            t = rows * factor + bias
+            top = t.max(axis=1, keepdims=True)
+            e = np.exp(t - top)
+        sums = e.sum(axis=1, keepdims=True)
+        index = np.arange(rows.shape[0])
+        loss += np.dot(w, (top + np.log(sums))[:, 0] - t[index, labels])
+        e /= sums  # the residual: softmax minus the one-hot label
+        e[index, labels] -= 1.0
+        grad_bias += w @ e
+        # (the residual is 0 at the -inf entries: left there, not 0 * -inf)
+        np.multiply(e, rows, out=e, where=np.isfinite(rows))
+        grad_scale += np.dot(w, e.sum(axis=1))
     total = weights.sum()
-    lse = (top + np.log(sums))[:, 0]
-    loss = np.dot(weights, lse - t[rows, y]) / total
-    residual = e / sums
-    residual[rows, y] -= 1.0
-    grad_bias = weights @ residual / total
-    grad_scale = np.dot(weights, (residual * finite_d).sum(axis=1)) / total
-    return loss, np.concatenate([[grad_scale * factor], grad_bias])
+    return loss / total, np.concatenate(
+        [[grad_scale / total * factor], grad_bias / total]
+    )
 
 
 def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
@@ -635,7 +641,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     result = minimize(
         _bcts_loss,
         np.zeros(n_classes + 1),
-        args=(d, np.where(np.isfinite(d), d, 0.0), y, weights, scale),
+        args=(d, y, weights, scale),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},

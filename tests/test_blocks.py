@@ -15,6 +15,7 @@ from scipy.special import softmax
 from skprior import (
     _validation,
     alternating_normalization,
+    fit_bias_corrected_temperature,
     fit_temperature,
     softmax_temperature,
     topk_entropy,
@@ -69,6 +70,18 @@ def test_blocks_give_the_same_answer(cifar100, monkeypatch):
         np.testing.assert_array_equal(blocked, one_block)
 
 
+def test_bcts_blocks_reach_the_same_optimum(cifar100, monkeypatch):
+    """BCTS sums its loss over the blocks: the same optimum, other rounding."""
+    proba, y = cifar100
+    logits = np.log(proba[:3000].astype(np.float64))  # (every class in y)
+    logits[3, 5] = -np.inf
+    temperature, bias = fit_bias_corrected_temperature(logits, y[:3000])
+    monkeypatch.setattr(_validation, "BLOCK_ELEMENTS", 100 * 128)  # 24 blocks
+    blocked_temperature, blocked_bias = fit_bias_corrected_temperature(logits, y[:3000])
+    assert blocked_temperature == pytest.approx(temperature, rel=1e-6)
+    np.testing.assert_allclose(blocked_bias, bias, atol=1e-5)
+
+
 def test_softmax_temperature_blocks_against_scipy(cifar100, tiny_blocks):
     _, logits = _outputs(cifar100)
     expected = softmax(logits / 2.5, axis=1)
@@ -103,13 +116,19 @@ def _peak_bytes(function, *args, **kwargs):
 
 @pytest.mark.parametrize(
     "function, bound",
-    [("softmax_temperature", 2), ("max_over_k", 2), ("ec", 3), ("nll", 3)],
+    [
+        ("softmax_temperature", 2),
+        ("max_over_k", 2),
+        ("ec", 3),
+        ("nll", 3),
+        ("bcts", 3),
+    ],
 )
 def test_memory_stays_near_the_input(function, bound, monkeypatch):
     # 4,096 x 1,024 float32 (16 MB) in blocks of 2**16 entries (0.5 MB in
     # float64). Over the whole batch at once the peaks were 14x (softmax),
-    # 10x (max_over_k), 8x (EC) and 10x (NLL) the input; blocks leave the
-    # output (or the fit's one float64 copy) and a few blocks.
+    # 10x (max_over_k), 8x (EC), 12x (NLL) and 16x (BCTS) the input; blocks
+    # leave the output (or the fit's one float64 copy) and a few blocks.
     monkeypatch.setattr(_validation, "BLOCK_ELEMENTS", 2**16)
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((4096, 1024)).astype(np.float32)
@@ -119,6 +138,12 @@ def test_memory_stays_near_the_input(function, bound, monkeypatch):
         proba = softmax_temperature(logits, 1.0)
         peak = _peak_bytes(topk_entropy, proba, 3, kind="max_over_k")
     else:
+        if function == "bcts":  # (fewer classes: L-BFGS takes long)
+            logits = np.ascontiguousarray(logits[:, :256])
         y = np.argmax(logits + rng.standard_normal(logits.shape), axis=1)
-        peak = _peak_bytes(fit_temperature, logits, y, method=function)
+        if function == "bcts":
+            y[:256] = np.arange(256)  # (BCTS needs every class)
+            peak = _peak_bytes(fit_bias_corrected_temperature, logits, y)
+        else:
+            peak = _peak_bytes(fit_temperature, logits, y, method=function)
     assert peak < bound * logits.nbytes, peak / logits.nbytes
