@@ -292,12 +292,17 @@ class BasePriorClassifier(
             and not (frozen and key == "estimator__estimator")
         ]
         if nested and target is not None and (frozen or is_fitted(target)):
-            how = " (held frozen, as clone and GridSearchCV hand it on)"
+            state = (
+                "held frozen (in a FrozenEstimator, as clone and GridSearchCV "
+                "hand a fitted model on)"
+                if frozen
+                else "already fitted"
+            )
             raise ValueError(
-                f"Cannot set {nested}: the wrapped model is already fitted"
-                f"{how if frozen else ''}, and would keep its fitted state and "
-                f"ignore them. Wrap an unfitted model to tune its parameters; "
-                f"over a fitted one, tune the wrapper's own parameters."
+                f"Cannot set {nested}: the wrapped model is {state}, and would "
+                f"keep its fitted state and ignore them. Wrap an unfitted model "
+                f"to tune its parameters; over a fitted one, tune the wrapper's "
+                f"own parameters."
             )
         return super().set_params(**params)
 

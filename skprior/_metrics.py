@@ -20,11 +20,15 @@ def _check_column_names(y_proba, labels):
 
     Columns are read by position, as scikit-learn's metrics read them; columns
     that name the classes in a different order would be read wrong, silently.
+    Columns named 0, 1, ..., k-1 (pandas' default) name positions, not
+    classes, and are left alone.
     """
     columns = getattr(y_proba, "columns", None)
     if columns is None:
         return
     columns, labels = [str(c) for c in columns], [str(c) for c in labels.tolist()]
+    if columns == [str(i) for i in range(len(columns))]:
+        return
     if columns != labels and sorted(columns) == sorted(labels):
         raise ValueError(
             f"y_proba's columns name the classes {columns[:20]}, in another order "

@@ -159,11 +159,11 @@ def test_grid_over_inner_parameters_of_a_fitted_model_errors(data, fitted_model)
     )
     # skprior's message, not FrozenEstimator's (whose advice, to set the
     # parameter on the frozen model itself, would be the silent ignore)
-    with pytest.raises(ValueError, match="already fitted .held frozen"):
+    with pytest.raises(ValueError, match="held frozen .in a FrozenEstimator"):
         grid.fit(X_val, y_val)
-    with pytest.raises(ValueError, match="already fitted .held frozen"):
+    with pytest.raises(ValueError, match="held frozen .in a FrozenEstimator"):
         clone(PriorAdaptedClassifier(fitted_model)).set_params(estimator__C=0.1)
-    with pytest.raises(ValueError, match="already fitted, and"):
+    with pytest.raises(ValueError, match="is already fitted, and"):
         CANClassifier(fitted_model).set_params(estimator__C=0.1)
     assert fitted_model.C == 1.0
     # what a FrozenEstimator does take: another model

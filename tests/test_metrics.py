@@ -255,8 +255,12 @@ def test_dataframe_columns_in_another_order_are_refused():
         expected_calibration_error(y, frame[["c", "a", "b"]])
     with pytest.raises(ValueError, match="Reorder"):
         reliability_curve(y, frame[["b", "a", "c"]])
-    # the same names as text, in order, and pandas' default 0, 1, 2: accepted
-    numbers = pd.DataFrame(proba, columns=["0", "1", "2"])
+    # pandas' default names 0, 1, 2 (also as text) are positions, not classes:
+    # read by position whatever the order of labels
     y_int = np.array([0, 1, 2, 0])
-    assert expected_calibration_error(y_int, numbers) == expected
-    assert expected_calibration_error(y_int, pd.DataFrame(proba)) == expected
+    for labels in ([0, 1, 2], [2, 0, 1]):
+        expected = expected_calibration_error(y_int, proba, labels=labels)
+        for columns in (None, ["0", "1", "2"]):
+            frame = pd.DataFrame(proba, columns=columns)
+            ece = expected_calibration_error(y_int, frame, labels=labels)
+            assert ece == expected
