@@ -1,0 +1,112 @@
+"""Peak memory of skprior's array functions, as a multiple of the input's size.
+
+Each function runs once on synthetic float32 logits (standard normal times 3)
+or on their softmax, under ``tracemalloc``; the figure is the peak of what the
+call allocates (its output included) divided by the size of the float32 input.
+numpy reports its allocations to ``tracemalloc``, so these are the arrays the
+call creates, not the process's resident size.
+
+The computations that are not a single pass work over row blocks of about
+2**22 entries (``skprior._validation.BLOCK_ELEMENTS``), so the peaks tend to a
+constant times the input as the batch grows: at 8,192 x 1,024 one block's
+temporaries still weigh as much as the input, at 32,768 x 1,024 (the default)
+a quarter. CAN is given ``tau=0.5`` here, which makes most rows low-confidence
+(the worst case; with real outputs few rows are, see ``bench_can_speed.py``).
+
+Run: ``python benchmarks/bench_memory.py [--rows N] [--classes K]``.
+"""
+
+import argparse
+import tracemalloc
+import warnings
+
+import numpy as np
+
+from skprior import (
+    adjust_to_prior,
+    alternating_normalization,
+    estimate_test_prior,
+    fit_bias_corrected_temperature,
+    fit_temperature,
+    softmax_temperature,
+    topk_entropy,
+)
+
+
+def peak_allocation(function, *args, **kwargs):
+    """Bytes allocated at the peak of ``function(*args, **kwargs)``."""
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            function(*args, **kwargs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=32768)
+    parser.add_argument("--classes", type=int, default=1024)
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(0)
+    logits = (3 * rng.standard_normal((args.rows, args.classes))).astype(np.float32)
+    proba = softmax_temperature(logits, 1.0)
+    labels = np.argmax(logits + 3 * rng.standard_normal(logits.shape), axis=1)
+    labels[: args.classes] = np.arange(args.classes)  # (BCTS needs every class)
+    uniform = np.full(args.classes, 1 / args.classes)
+    shifted = np.r_[0.5, np.full(args.classes - 1, 0.5 / (args.classes - 1))]
+
+    cases = [
+        ("softmax_temperature(logits, T)", softmax_temperature, (logits, 1.5), {}),
+        ("fit_temperature(method='ec')", fit_temperature, (logits, labels), {}),
+        (
+            "fit_temperature(method='nll')",
+            fit_temperature,
+            (logits, labels),
+            {"method": "nll"},
+        ),
+        (
+            "fit_bias_corrected_temperature",
+            fit_bias_corrected_temperature,
+            (logits, labels),
+            {},
+        ),
+        ("topk_entropy(kind='renormalized')", topk_entropy, (proba, 3), {}),
+        (
+            "topk_entropy(kind='max_over_k')",
+            topk_entropy,
+            (proba, 3),
+            {"kind": "max_over_k"},
+        ),
+        (
+            "alternating_normalization(d=1)",
+            alternating_normalization,
+            (proba, uniform),
+            {"tau": 0.5},
+        ),
+        (
+            "alternating_normalization(d=3)",
+            alternating_normalization,
+            (proba, uniform),
+            {"tau": 0.5, "n_iter": 3},
+        ),
+        ("estimate_test_prior(solver='em')", estimate_test_prior, (proba, uniform), {}),
+        ("adjust_to_prior", adjust_to_prior, (proba, uniform, shifted), {}),
+    ]
+    print(
+        f"{args.rows} x {args.classes} float32 input ({logits.nbytes / 2**20:.0f} MB);"
+        f" peak allocation of the call / input size"
+    )
+    print()
+    print("| function | peak (MB) | peak / input |")
+    print("|---|---|---|")
+    for name, function, call_args, kwargs in cases:
+        peak = peak_allocation(function, *call_args, **kwargs)
+        print(f"| {name} | {peak / 2**20:.0f} | {peak / logits.nbytes:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
