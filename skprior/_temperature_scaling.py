@@ -181,8 +181,8 @@ def _nll_slope(d, d_true, weights, temperature):
         with np.errstate(over="ignore", under="ignore"):
             e = np.exp(rows / temperature)
         sums = e.sum(axis=1)
-        # exp(-inf) = 0 weighs the -inf entries, which must not give 0 * -inf
-        e *= np.where(np.isfinite(rows), rows, 0.0)
+        # (e is 0 at the -inf entries: left there, not 0 * -inf)
+        np.multiply(e, rows, out=e, where=np.isfinite(rows))
         expected[block] = e.sum(axis=1) / sums
     return np.dot(weights, expected - d_true) / weights.sum()
 
