@@ -27,6 +27,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from skprior._array_api import namespace_of, to_host
+from skprior._constraints import (
+    CONSTRAINTS,
+)
 from skprior._multilabel import (
     fit_labels,
     is_multilabel,
@@ -36,10 +39,11 @@ from skprior._multilabel import (
 )
 from skprior._sklearn_compat import _fit_context, _num_samples
 from skprior._validation import (
-    CONSTRAINTS,
     as_labels,
     check_prior,
     check_proba,
+)
+from skprior._validation_labels import (
     check_sample_weight,
     encode_labels,
     label_frequencies,

@@ -12,6 +12,9 @@ from skprior._array_api import namespace_of
 from skprior._base import BasePriorClassifier
 from skprior._can_solvers import can_rows, low_confidence, topk_uncertainty
 from skprior._can_xp import alternating_normalization_xp, topk_uncertainty_xp
+from skprior._constraints import (
+    constraints,
+)
 from skprior._options import (
     DEFAULT_ALPHA,
     DEFAULT_K,
@@ -23,11 +26,12 @@ from skprior._sklearn_compat import validate_params
 from skprior._validation import (
     check_proba,
     check_proba_with_row_max,
-    check_sample_weight,
     check_train_prior,
-    constraints,
     resolve_k,
     warn_user,
+)
+from skprior._validation_labels import (
+    check_sample_weight,
 )
 from skprior._validation_xp import check_proba_xp
 

@@ -416,7 +416,12 @@ def alternating_normalization_xp(
     Returns the result and ``(n_low, n_reference)`` for the warning of an
     empty reference (``None`` when not known without computing).
     """
-    from skprior._validation import check_proba, check_sample_weight
+    from skprior._validation import (
+        check_proba,
+    )
+    from skprior._validation_labels import (
+        check_sample_weight,
+    )
     from skprior._validation_xp import (
         check_proba_lazy,
         check_proba_xp,

@@ -25,16 +25,20 @@ from skprior._classwise_solvers import (
     select_dirichlet,
     vector_scaled,
 )
+from skprior._constraints import (
+    constraints,
+)
 from skprior._kernels import row_blocks
 from skprior._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 from skprior._sklearn_compat import validate_params
 from skprior._temperature_solvers import nll_rows
 from skprior._validation import (
-    check_class_indices,
     check_logits,
-    check_sample_weight,
-    constraints,
     warn_if_probabilities,
+)
+from skprior._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
 )
 
 

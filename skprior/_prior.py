@@ -16,6 +16,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skprior._array_api import namespace_of, result_array
+from skprior._constraints import (
+    constraints,
+)
 from skprior._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,
@@ -34,13 +37,14 @@ from skprior._prior_solvers import (
 from skprior._shift_solvers import removed_mass
 from skprior._sklearn_compat import validate_params
 from skprior._validation import (
-    check_class_indices,
     check_prior,
     check_proba,
-    check_sample_weight,
     check_train_prior,
-    constraints,
     warn_user,
+)
+from skprior._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
 )
 from skprior._validation_xp import check_proba_lazy, check_proba_xp
 

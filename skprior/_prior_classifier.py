@@ -12,6 +12,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from skprior._array_api import namespace_of, to_host
 from skprior._base import BasePriorClassifier
+from skprior._constraints import (
+    constraints,
+)
 from skprior._options import (
     DEFAULT_BBSE_PROJECTION,
     DEFAULT_DIRICHLET_ALPHA,
@@ -42,10 +45,11 @@ from skprior._stream import FLHFTL, CumulativePrior, FollowTheHistory
 from skprior._stream_solvers import unbiased_bbse
 from skprior._validation import (
     check_prior,
-    check_sample_weight,
     check_train_prior,
-    constraints,
     warn_user,
+)
+from skprior._validation_labels import (
+    check_sample_weight,
 )
 
 

@@ -13,6 +13,9 @@ that holds between held-out and test data. The solvers are in
 import numpy as np
 
 from skprior._array_api import namespace_of, result_array
+from skprior._constraints import (
+    constraints,
+)
 from skprior._options import DEFAULT_BBSE_PROJECTION, DEFAULT_RLLS_REG
 from skprior._prior_solvers import (
     bbse_from_frequencies,
@@ -22,11 +25,12 @@ from skprior._prior_solvers import (
 )
 from skprior._sklearn_compat import validate_params
 from skprior._validation import (
-    check_class_indices,
     check_confusion,
     check_proba,
+)
+from skprior._validation_labels import (
+    check_class_indices,
     check_sample_weight,
-    constraints,
 )
 from skprior._validation_xp import check_proba_xp
 

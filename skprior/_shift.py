@@ -14,6 +14,9 @@ import dataclasses
 
 import numpy as np
 
+from skprior._constraints import (
+    constraints,
+)
 from skprior._kernels import column_sums
 from skprior._options import DEFAULT_SHIFT_LEVEL
 from skprior._shift_solvers import NoShiftReference, weighted_moments
@@ -21,9 +24,10 @@ from skprior._sklearn_compat import validate_params
 from skprior._validation import (
     check_prior,
     check_proba,
-    check_sample_weight,
-    constraints,
     warn_user,
+)
+from skprior._validation_labels import (
+    check_sample_weight,
 )
 
 

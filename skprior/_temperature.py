@@ -18,6 +18,10 @@ from skprior._classwise import (
     softmax_dirichlet_calibration,
     softmax_vector_scaling,
 )
+from skprior._constraints import (
+    CONSTRAINTS,
+    constraints,
+)
 from skprior._kernels import row_blocks
 from skprior._options import (
     DEFAULT_REG_LAMBDA,
@@ -33,14 +37,14 @@ from skprior._temperature_xp import (
     softmax_xp,
 )
 from skprior._validation import (
-    CONSTRAINTS,
     as_numeric,
-    check_class_indices,
     check_logits,
-    check_sample_weight,
-    constraints,
     warn_if_probabilities,
     warn_user,
+)
+from skprior._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
 )
 from skprior._validation_xp import check_logits_lazy, check_logits_xp
 

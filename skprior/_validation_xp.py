@@ -138,7 +138,7 @@ def check_logits_xp(xp, logits, *, name="logits", warn_probabilities=False):
 
 
 def check_class_indices_xp(xp, y, like, n_classes, *, name="logits"):
-    """:func:`skprior._validation.check_class_indices` on the device.
+    """:func:`skprior._validation_labels.check_class_indices` on the device.
 
     Returns the labels as an integer array in the namespace of ``like``
     (chunked as its rows for Dask).
