@@ -230,7 +230,10 @@ def _add_adapt(commands, parent):
         "Bayes' rule; print the test prior. First a test of no shift compares "
         "the batch's mean posterior with that of --val-outputs (the model's "
         "outputs on validation data) or, without them, with the training "
-        "prior; a batch it finds unshifted is left as it is (--shift-level). "
+        "prior; a batch it finds unshifted is left as it is (--shift-level), "
+        "and so is one that differs only from the training prior, which a "
+        "miscalibrated model's batch does without any shift: pass "
+        "--val-outputs. "
         "The posteriors should be calibrated (see 'skprior calibrate'). The "
         "training prior must be the one the posteriors are calibrated to.",
     )

@@ -12,13 +12,10 @@ column sums, and the result is computed and written to ``--output`` (.npy or
 """
 
 import os
-import warnings
 from pathlib import Path
 
-import numpy as np
-
 from skprior._cli import InputError
-from skprior._cli_io import parse_prior, read_outputs
+from skprior._cli_io import read_outputs
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
@@ -156,8 +153,13 @@ def training_prior(args, n_classes, counted):
     return counted(args, n_classes)
 
 
-def adapt(args, counted_prior, say, library_errors, estimate):
-    """``skprior adapt`` on OUTPUTS too large for memory."""
+def adapt(args, counted_prior, say, library_errors, find_test_prior):
+    """``skprior adapt`` on OUTPUTS too large for memory.
+
+    ``find_test_prior`` is the in-memory command's: the estimate and the test of
+    no shift run on the Dask array, each a few passes over the blocks, and
+    decide as they do in memory.
+    """
     from skprior import adjust_to_prior
 
     _check_output(args)
@@ -174,23 +176,7 @@ def adapt(args, counted_prior, say, library_errors, estimate):
             f"--method {args.method} is not available out of core; use mle, map "
             f"or known."
         )
-    if args.method == "known":
-        test_prior = parse_prior(args.test_prior, n_classes, option="--test-prior")
-        how = "given"
-    else:
-        # The in-memory command adapts only a batch that the test of no shift
-        # finds shifted; out of core that test is not run yet: say so.
-        warnings.warn(
-            "out of core, the test of no shift (--shift-level) is not run: the "
-            "batch is adapted to its estimated prior whatever its shift, which "
-            "can lower accuracy when nothing changed. Test a sample of the rows "
-            "in memory first (skprior adapt on a .npy that fits, with "
-            "--val-outputs), or pass --method known.",
-            UserWarning,
-            stacklevel=2,
-        )
-        result, how = estimate(args, proba, train_prior)
-        test_prior = np.asarray(result.prior.compute())
+    test_prior, how = find_test_prior(args, proba, train_prior)
     print(f"test prior ({how}):")
     print(",".join(f"{value:.6f}" for value in test_prior))
     with library_errors():

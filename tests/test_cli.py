@@ -309,7 +309,8 @@ def test_subprocess_python_m_skprior(files, tmp_path):
 
 
 def test_adapt_prints_and_applies_the_mle_prior(files, tmp_path, capsys):
-    """`skprior adapt` prints the EM estimate and writes Bayes' rule to it."""
+    """`skprior adapt` prints the EM estimate and writes Bayes' rule to it
+    (--shift-level 1: every batch adapted)."""
     from skprior import adjust_to_prior, estimate_test_prior
 
     paths, arrays = files
@@ -317,6 +318,7 @@ def test_adapt_prints_and_applies_the_mle_prior(files, tmp_path, capsys):
     code, stdout, stderr = run(
         capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
         "--solver", "squarem", "-o", out, "--labels", paths["test_labels"],
+        "--shift-level", "1",
     )  # fmt: skip
     assert code == 0, stderr
     train_prior = prior_of(arrays["val_labels"])
@@ -384,6 +386,27 @@ def test_adapt_leaves_a_batch_without_shift_alone(files, tmp_path, capsys):
         "--shift-level", "0",
     )  # fmt: skip
     assert code == 2 and "--shift-level must be in (0, 1]" in stderr
+
+
+def test_adapt_without_val_outputs_does_not_adapt_a_miscalibrated_batch(
+    files, tmp_path, capsys
+):
+    """Without --val-outputs, a batch that differs only from the training prior
+    (here the same distribution: WideResNet's mean posterior is not its label
+    frequencies) is left unchanged, with a warning that names the fix."""
+    paths, arrays = files
+    out = tmp_path / "kept.npy"
+    code, stdout, stderr = run(
+        capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "-o", out,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert stdout.startswith("test prior (shift or miscalibration")
+    printed = np.array([float(v) for v in stdout.splitlines()[1].split(",")])
+    np.testing.assert_allclose(printed, prior_of(arrays["val_labels"]), atol=1e-6)
+    np.testing.assert_allclose(np.load(out), arrays["test"], rtol=1e-6)
+    assert "cannot tell a label shift from a miscalibrated model" in stderr
+    assert "Pass --val-outputs" in stderr and "--shift-level 1" in stderr
 
 
 def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, capsys):

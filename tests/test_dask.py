@@ -222,23 +222,41 @@ def test_quantile_bins_refused(outputs):
 
 def test_cli_adapt_out_of_core_equals_in_memory(tmp_path, outputs, capsys):
     """`skprior adapt --out-of-core` writes, block by block, the file that the
-    in-memory run writes (to rounding), prints the same prior, and says that it
-    runs no test of no shift."""
+    in-memory run writes (to rounding) and prints the same prior: adapting every
+    batch (--shift-level 1), and with the default test of no shift, which runs
+    on the blocks as it does in memory."""
     from skprior._cli import main
 
     proba = outputs[0].astype(np.float32)
     np.save(tmp_path / "p.npy", proba)
     np.save(tmp_path / "y.npy", outputs[1])
+    np.save(tmp_path / "v.npy", proba[::2])
     common = ["adapt", str(tmp_path / "p.npy"), "--prior", ",".join(["0.1"] * 10)]
     common += ["--solver", "squarem", "-q"]
-    assert main([*common, "-o", str(tmp_path / "a.npy")]) == 0
-    out_of_core = [*common, "--out-of-core", "-o", str(tmp_path / "b.npy")]
-    capsys.readouterr()
-    assert main([*out_of_core, "--labels", str(tmp_path / "y.npy")]) == 0
-    assert "the test of no shift (--shift-level) is not run" in capsys.readouterr().err
-    expected, result = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
-    assert result.dtype == np.float32
-    np.testing.assert_allclose(result, expected, atol=1e-6)
+    for options in (
+        ["--shift-level", "1"],
+        [],
+        ["--val-outputs", str(tmp_path / "v.npy")],
+    ):
+        capsys.readouterr()
+        assert main([*common, *options, "-o", str(tmp_path / "a.npy")]) == 0
+        in_memory = capsys.readouterr()
+        out_of_core = [
+            *common,
+            *options,
+            "--out-of-core",
+            "-o",
+            str(tmp_path / "b.npy"),
+        ]
+        assert main([*out_of_core, "--labels", str(tmp_path / "y.npy")]) == 0
+        blocks = capsys.readouterr()
+        assert blocks.out.splitlines()[:2] == in_memory.out.splitlines()[:2]
+        assert ("posteriors left unchanged" in blocks.err) == (
+            "posteriors left unchanged" in in_memory.err
+        )
+        expected, result = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+        assert result.dtype == np.float32
+        np.testing.assert_allclose(result, expected, atol=1e-6)
 
 
 def test_cli_can_zarr_round_trip(tmp_path, outputs):
