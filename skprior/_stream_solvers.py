@@ -26,9 +26,9 @@ def flh_lifetime(start):
     r"""Lifetime of the expert started at step ``start`` (Hazan and Seshadhri).
 
     With ``start = r 2^k``, ``r`` odd, the lifetime is :math:`2^{k+2} + 1`:
-    the expert is kept while ``t <= start + lifetime``. At any step at most
-    :math:`O(\log t)` experts are alive, and every interval ``[s, t]`` holds
-    the start of an alive expert in its first half.
+    the expert is alive at steps ``start <= t < start + lifetime``. At any
+    step at most :math:`O(\log t)` experts are alive, and every interval
+    ``[s, t]`` holds the start of an alive expert in its first half.
     """
     k = (start & -start).bit_length() - 1  # the power of 2 in start
     return 2 ** (k + 2) + 1
