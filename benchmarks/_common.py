@@ -1,6 +1,9 @@
 """Measuring helpers shared by the benchmark scripts: timing, peak memory, and
 a "model" that returns stored outputs (data loaders are in ``_data.py``)."""
 
+import contextlib
+import subprocess
+import sys
 import time
 import tracemalloc
 import warnings
@@ -21,6 +24,25 @@ def best_time(func, repeats):
         result = func()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+@contextlib.contextmanager
+def busy_machine(busy=True):
+    """Run the block with a second process keeping one core busy (if ``busy``).
+
+    The situation of ``GridSearchCV(n_jobs=...)``, joblib or Dask workers, or
+    any other job on the machine: the standards ask for timings idle and busy.
+    """
+    if not busy:
+        yield
+        return
+    load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # (let it start spinning)
+        yield
+    finally:
+        load.kill()
+        load.wait()
 
 
 def peak_allocation(func):

@@ -42,9 +42,7 @@ Run: ``python benchmarks/bench_prior_speed.py`` (needs ``quapy``);
 import argparse
 import os
 import platform
-import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -55,7 +53,7 @@ from threadpoolctl import threadpool_info
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import best_time  # noqa: E402
+from _common import best_time, busy_machine  # noqa: E402
 from _data import load_model_outputs  # noqa: E402
 
 from skprior import adjust_to_prior, estimate_test_prior  # noqa: E402
@@ -150,11 +148,6 @@ def quapy_epsilon_as_close(batch, q, exact, target):
     return epsilon, gap
 
 
-def busy_process():
-    """A second process that keeps one core busy, as a concurrent job would."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
-
-
 def default_call_idle_and_busy(repeats=9):
     from quapy.method.aggregative import EMQ
 
@@ -185,15 +178,9 @@ def default_call_idle_and_busy(repeats=9):
     print("| machine | skprior (ms) | QuaPy EMQ.EM (ms) | speed-up |")
     print("|---|---|---|---|")
     for state in ("idle", "a second busy process"):
-        load = busy_process() if state != "idle" else None
-        try:
-            time.sleep(0.5 if load else 0.0)
+        with busy_machine(state != "idle"):
             t_ours, _ = best_time(lambda: estimate_test_prior(batch, q), repeats)
             t_theirs, _ = best_time(lambda: EMQ.EM(q, batch, epsilon=epsilon), repeats)
-        finally:
-            if load is not None:
-                load.kill()
-                load.wait()
         print(
             f"| {state} | {1e3 * t_ours:.1f} | {1e3 * t_theirs:.1f} | "
             f"{t_theirs / t_ours:.1f}x |"

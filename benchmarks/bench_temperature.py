@@ -20,10 +20,14 @@ same run (best of several repeats).
 
 Run from the repository root::
 
-    python benchmarks/bench_temperature.py
+    python benchmarks/bench_temperature.py [--busy]
+
+``--busy`` times everything with a second process keeping one core busy.
 """
 
+import argparse
 import itertools
+import os
 import sys
 import time
 import warnings
@@ -42,7 +46,7 @@ from sklearn.model_selection import train_test_split
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import StoredOutputsClassifier, best_time  # noqa: E402
+from _common import StoredOutputsClassifier, best_time, busy_machine  # noqa: E402
 from _data import CIFAR_OUTPUTS, load_model_outputs, load_pmlb  # noqa: E402
 
 from skprior import TemperatureCalibratedClassifier, fit_temperature  # noqa: E402
@@ -222,11 +226,21 @@ def summary(rows):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="time with a second process keeping one core busy",
+    )
+    args = parser.parse_args()
     start = time.perf_counter()
     rows = []
-    for row in itertools.chain(cifar_rows(), pmlb_rows()):
-        rows.append(row)
-        print(f"done {row['dataset']}", file=sys.stderr, flush=True)
+    with busy_machine(args.busy):
+        for row in itertools.chain(cifar_rows(), pmlb_rows()):
+            rows.append(row)
+            print(f"done {row['dataset']}", file=sys.stderr, flush=True)
+    machine = "a second busy process" if args.busy else "the machine as it is"
+    print(f"Timed with {machine}; load average at the end {os.getloadavg()[0]:.1f}.\n")
     print(markdown(rows))
     print()
     print(summary(rows))
