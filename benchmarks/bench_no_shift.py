@@ -21,6 +21,12 @@ mean log loss (NLL) of the test batch against its unadapted posteriors, for
   miscalibration;
 * the CLI with ``--val-outputs val.npy``.
 
+And the same for streams: ``PriorAdaptedClassifier.update_prior`` over the
+test half in 100 batches (10 random orders), ``predict_proba_online`` adapting
+only once the stream is found shifted (``online_shifted_``); how many of the
+10 no-shift streams were ever declared shifted, and after how many rows a
+shifted stream (the classes of the first half only) was.
+
 Run: ``python benchmarks/bench_no_shift.py``.
 """
 
@@ -118,5 +124,50 @@ def main():
         )
 
 
+def streams(n_orders=10, n_batches=100):
+    print(
+        "\nStreams: the test half in 100 batches after a fit on rows 0-4,999 "
+        "(default PriorAdaptedClassifier, online='cumulative').\n"
+    )
+    print(
+        "| outputs | no-shift streams found shifted | Δ of predict_proba_online "
+        "after the stream | shifted stream (first half of the classes) found "
+        "shifted after |"
+    )
+    print("|---|---|---|---|")
+    for name in CIFAR_OUTPUTS:
+        proba, y = load_model_outputs(name)
+        proba = proba.astype(np.float64)
+        proba /= proba.sum(axis=1, keepdims=True)
+        rows = np.arange(len(proba))[:, None]
+        model = StoredOutputsClassifier(proba).fit()
+        found, deltas = 0, []
+        for seed in range(n_orders):
+            wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+            order = np.random.default_rng(seed).permutation(np.arange(5000, 10000))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for batch in np.array_split(order, n_batches):
+                    wrapper.update_prior(rows[batch])
+                out = wrapper.predict_proba_online(rows[5000:])
+            found += wrapper.online_shifted_
+            deltas.append(changes(proba[5000:], out, y[5000:]))
+        n_classes = proba.shape[1]
+        shifted = np.flatnonzero(y[5000:] < n_classes // 2) + 5000
+        wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+        seen = 0
+        for batch in np.array_split(shifted, n_batches // 2):
+            wrapper.update_prior(rows[batch])
+            seen += len(batch)
+            if wrapper.online_shifted_:
+                break
+        worst = max(deltas, key=lambda cell: abs(float(cell.split(" / ")[0])))
+        print(
+            f"| {name} | {found} of {n_orders} | {worst} (the largest of "
+            f"{n_orders}) | {seen} rows |"
+        )
+
+
 if __name__ == "__main__":
     main()
+    streams()

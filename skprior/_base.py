@@ -27,9 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from skprior._array_api import namespace_of, to_host
-from skprior._constraints import (
-    CONSTRAINTS,
-)
+from skprior._constraints import CONSTRAINTS
 from skprior._multilabel import (
     fit_labels,
     is_multilabel,

@@ -12,9 +12,7 @@ from skprior._array_api import namespace_of
 from skprior._base import BasePriorClassifier
 from skprior._can_solvers import can_rows, low_confidence, topk_uncertainty
 from skprior._can_xp import alternating_normalization_xp, topk_uncertainty_xp
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._options import (
     DEFAULT_ALPHA,
     DEFAULT_K,
@@ -30,9 +28,7 @@ from skprior._validation import (
     resolve_k,
     warn_user,
 )
-from skprior._validation_labels import (
-    check_sample_weight,
-)
+from skprior._validation_labels import check_sample_weight
 from skprior._validation_xp import check_proba_xp
 
 

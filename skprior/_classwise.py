@@ -25,9 +25,7 @@ from skprior._classwise_solvers import (
     select_dirichlet,
     vector_scaled,
 )
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._kernels import row_blocks
 from skprior._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 from skprior._sklearn_compat import validate_params

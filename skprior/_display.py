@@ -8,9 +8,7 @@ imported only when plotting (it is the optional extra ``skprior[plot]``).
 import numpy as np
 
 from skprior._metrics import expected_calibration_error, reliability_curve
-from skprior._validation_labels import (
-    check_scored_proba,
-)
+from skprior._validation_labels import check_scored_proba
 
 
 def _pyplot():

@@ -8,15 +8,11 @@ Both bin predictions by confidence. The bins are right-closed: with edges
 import numpy as np
 
 from skprior._array_api import namespace_of
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._metrics_xp import ece_xp, reliability_curve_xp
 from skprior._options import BIN_STRATEGIES, DEFAULT_N_BINS, ECE_KINDS
 from skprior._sklearn_compat import validate_params
-from skprior._validation_labels import (
-    check_scored_proba,
-)
+from skprior._validation_labels import check_scored_proba
 
 _BINNING = constraints(n_bins="n_bins", strategy="strategy")
 _SCORED = constraints(

@@ -35,12 +35,8 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_consistent_length
 
 from skprior._sklearn_compat import validate_params
-from skprior._validation import (
-    warn_user,
-)
-from skprior._validation_labels import (
-    check_sample_weight,
-)
+from skprior._validation import warn_user
+from skprior._validation_labels import check_sample_weight
 
 # Arguments of skprior's array functions that per_label splits by label.
 DATA_ARGUMENTS = ("proba", "reference", "logits", "y_proba")

@@ -16,9 +16,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skprior._array_api import namespace_of, result_array
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,

@@ -12,9 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from skprior._array_api import namespace_of, to_host
 from skprior._base import BasePriorClassifier
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
+from skprior._kernels import column_sums
 from skprior._options import (
     DEFAULT_BBSE_PROJECTION,
     DEFAULT_DIRICHLET_ALPHA,
@@ -48,9 +47,7 @@ from skprior._validation import (
     check_train_prior,
     warn_user,
 )
-from skprior._validation_labels import (
-    check_sample_weight,
-)
+from skprior._validation_labels import check_sample_weight
 
 
 class PriorAdaptedClassifier(BasePriorClassifier):
@@ -149,6 +146,12 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         one (the starting prior before any).
     n_seen_ : int
         Number of samples behind ``online_prior_``.
+    online_shifted_ : bool
+        Whether the stream since ``fit`` or :meth:`reset_prior` has been found
+        shifted from the ``fit`` data (the test of ``shift_level`` on the mean
+        posterior of every row seen, repeated at each :meth:`update_prior`
+        with levels that sum to ``shift_level``; once found, kept until
+        :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
@@ -453,6 +456,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         start = self.test_prior_ if self.method == "known" else self.train_prior_
         self.online_prior_ = start.copy()
         self.n_seen_ = 0
+        self.online_shifted_ = self.method == "known" or self.shift_level is None
+        self._stream_posterior_sum = np.zeros(len(self.classes_))
+        self._stream_tests = 0
         self._stream_counts = None
         self._stream_tracker = None
         if self.method == "known":
@@ -508,7 +514,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         with ``"cumulative"``, the estimate from all their samples; with
         ``"fth"``/``"flh-ftl"``, the prediction for the next batch from the
         per-batch estimates. State and time per call do not grow with the
-        stream. :meth:`predict_proba` is not affected.
+        stream. Until the stream is found shifted from the ``fit`` data
+        (``online_shifted_``, the test of ``shift_level`` on the mean posterior
+        of every row seen), :meth:`predict_proba_online` keeps the training
+        prior. :meth:`predict_proba` is not affected.
 
         Parameters
         ----------
@@ -523,6 +532,19 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         check_is_fitted(self)
         proba = self._inner_proba(X)
         self.n_seen_ += proba.shape[0]
+        if not self.online_shifted_:
+            # The test of predict_proba, on every row of the stream so far: a
+            # stream without shift is not adapted (a miscalibrated model's
+            # estimate drifts away from the prior with no shift at all). The
+            # j-th test is run at shift_level * 6 / (pi^2 j^2), so that the
+            # chance of ever declaring a stream without shift shifted stays
+            # below shift_level (a union bound over the tests).
+            self._stream_posterior_sum += column_sums(proba)
+            self._stream_tests += 1
+            mean = self._stream_posterior_sum / self.n_seen_
+            pvalue = self._no_shift.test(mean, self.n_seen_)[1]
+            level = self.shift_level * 6 / (np.pi * self._stream_tests) ** 2
+            self.online_shifted_ = bool(pvalue <= level)
         if self._stream_counts is not None:
             self._stream_counts = self._stream_counts + np.bincount(
                 proba.argmax(axis=1), minlength=len(self.classes_)
@@ -540,7 +562,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
         Unlike :meth:`predict_proba` the output of a row does not depend on the
         rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
-        estimate.
+        estimate. As :meth:`predict_proba` leaves a batch without shift as it
+        is, the posteriors are returned as they are (adjusted to the training
+        prior) until the stream is found shifted (``online_shifted_``).
 
         Parameters
         ----------
@@ -554,4 +578,5 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """
         check_is_fitted(self)
         proba = self._inner_proba(X)
-        return reweight(proba, self.train_prior_, self.online_prior_)
+        prior = self.online_prior_ if self.online_shifted_ else self.train_prior_
+        return reweight(proba, self.train_prior_, prior)

@@ -13,9 +13,7 @@ that holds between held-out and test data. The solvers are in
 import numpy as np
 
 from skprior._array_api import namespace_of, result_array
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._options import DEFAULT_BBSE_PROJECTION, DEFAULT_RLLS_REG
 from skprior._prior_solvers import (
     bbse_from_frequencies,

@@ -16,9 +16,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import column_or_1d
 
 from skprior._sklearn_compat import StrOptions, validate_params
-from skprior._validation_labels import (
-    check_sample_weight,
-)
+from skprior._validation_labels import check_sample_weight
 
 
 def _per_class(values, classes, name, *, allow_missing, default=None):

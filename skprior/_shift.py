@@ -14,9 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from skprior._constraints import (
-    constraints,
-)
+from skprior._constraints import constraints
 from skprior._kernels import column_sums
 from skprior._options import DEFAULT_SHIFT_LEVEL
 from skprior._shift_solvers import NoShiftReference, weighted_moments
@@ -26,9 +24,7 @@ from skprior._validation import (
     check_proba,
     warn_user,
 )
-from skprior._validation_labels import (
-    check_sample_weight,
-)
+from skprior._validation_labels import check_sample_weight
 
 
 @dataclasses.dataclass(frozen=True)

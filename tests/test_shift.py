@@ -189,3 +189,86 @@ def test_estimate_with_absent_classes_does_not_warn(cifar100):
         warnings.simplefilter("error")
         result = estimate_test_prior(proba[keep], np.full(100, 0.01), solver="squarem")
     assert (result.prior[30:] < 1e-4).sum() > 35
+
+
+# -- the same test before adapting a stream --------------------------------------------
+
+
+def _stream_of(name):
+    proba, y = load_model_outputs(name)
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    model = StoredOutputs(proba).fit(rows[:5000], y[:5000])
+    return proba, y, rows, model
+
+
+@pytest.mark.parametrize("online", ["cumulative", "flh-ftl"])
+def test_stream_without_shift_is_left_alone_by_default(online):
+    """LeNet-5 / CIFAR-100, rows 5,000-9,999 streamed in 50 batches after a fit
+    on rows 0-4,999 (no shift): predict_proba_online returns the posteriors as
+    they are; adapting to the on-line estimate regardless costs accuracy."""
+    proba, y, rows, model = _stream_of("lenet-5-cifar-100")
+    wrapper = PriorAdaptedClassifier(model, online=online, solver="squarem")
+    wrapper.fit(rows[:5000], y[:5000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (degenerate per-batch estimates)
+        for batch in np.array_split(rows[5000:], 50):
+            wrapper.update_prior(batch)
+    assert not wrapper.online_shifted_
+    out = wrapper.predict_proba_online(rows[5000:])
+    np.testing.assert_allclose(out, proba[5000:], rtol=1e-10)
+    forced = wrapper.set_params(shift_level=None).reset_prior()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for batch in np.array_split(rows[5000:], 50):
+            forced.update_prior(batch)
+    assert forced.online_shifted_
+    wrecked = forced.predict_proba_online(rows[5000:])
+    accuracy = np.mean(wrecked.argmax(axis=1) == y[5000:])
+    assert accuracy < np.mean(proba[5000:].argmax(axis=1) == y[5000:]) - 0.005
+
+
+def test_shifted_stream_is_adapted_and_reset_forgets():
+    """A stream holding only half of the classes is found shifted within its
+    first batches and adapted to the on-line estimate from then on (as with
+    shift_level=None); reset_prior starts over."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    stream = rows[5000:][y[5000:] < 5]
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    batches = np.array_split(stream, 25)
+    wrapper.update_prior(batches[0])
+    always.update_prior(batches[0])
+    assert wrapper.online_shifted_
+    for batch in batches[1:]:
+        wrapper.update_prior(batch)
+        always.update_prior(batch)
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+    np.testing.assert_allclose(
+        wrapper.predict_proba_online(rows[:100]),
+        always.predict_proba_online(rows[:100]),
+    )
+    assert not wrapper.reset_prior().online_shifted_
+
+
+def test_stream_test_matches_a_naive_loop():
+    """At the j-th update the stream is found shifted when label_shift_test of
+    every row so far against the fit posteriors has, at some j' <= j, a p-value
+    at most shift_level * 6 / (pi^2 j'^2) (levels that sum to shift_level)."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    rng = np.random.default_rng(0)
+    # a mild shift: class 0 under-represented, so that the test rejects late
+    pool = np.flatnonzero(y[5000:] != 0) + 5000
+    extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
+    stream = rng.permutation(np.concatenate([pool[:2500], extra]))
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    expected, flags = False, []
+    for j, batch in enumerate(np.array_split(stream, 40), start=1):
+        wrapper.update_prior(rows[batch])
+        seen = stream[: sum(len(b) for b in np.array_split(stream, 40)[:j])]
+        pvalue = label_shift_test(proba[seen], proba[:5000]).pvalue
+        expected = expected or pvalue <= 0.01 * 6 / (np.pi * j) ** 2
+        assert wrapper.online_shifted_ == expected
+        flags.append(expected)
+    assert 0 < sum(flags) < len(flags)  # (the stream is found shifted midway)
