@@ -391,6 +391,27 @@ def _estimate(args, proba, train_prior):
     return result, how
 
 
+def _check_estimate_options(args):
+    """The library's checks of the MLE/MAP options, without the estimate."""
+    from skprior import estimate_test_prior
+    from skprior._sklearn_compat import validate_parameter_constraints
+
+    options = {
+        "method": args.method,
+        "solver": args.solver,
+        "dirichlet_alpha": args.dirichlet_alpha,
+        "max_iter": args.max_iter,
+        "tol": args.tol,
+    }
+    known = estimate_test_prior._skl_parameter_constraints
+    with _library_errors():
+        validate_parameter_constraints(
+            {name: known[name] for name in options},
+            options,
+            caller_name="estimate_test_prior",
+        )
+
+
 def _test_prior(args, proba, train_prior):
     """The test prior of ``args.method`` and a phrase that says how it was found."""
     from skprior import bbse_test_prior, rlls_test_prior
@@ -401,40 +422,43 @@ def _test_prior(args, proba, train_prior):
             args.test_prior, n_classes, option="--test-prior", note=_note(args)
         )
         return prior, "given"
-    # The estimate comes before the test of no shift, so that its options are
-    # checked whatever the test finds; its warnings (a degenerate estimate)
-    # are shown only when it is used.
+    # BBSE and RLLS (in memory only) come before the test of no shift, so that
+    # their inputs are checked whatever the test finds, and their warnings are
+    # shown only when they are used. The MLE/MAP, several passes over a batch
+    # that may be larger than memory, runs only when it is used; its options
+    # are checked either way.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if args.method == "bbse":
+        if args.method in ("bbse", "rlls"):
             confusion = _confusion(args, n_classes)
+            estimator = bbse_test_prior if args.method == "bbse" else rlls_test_prior
             with _library_errors():
-                prior, how = bbse_test_prior(proba, confusion), "estimated by BBSE"
-        elif args.method == "rlls":
-            confusion = _confusion(args, n_classes)
-            with _library_errors():
-                prior, how = rlls_test_prior(proba, confusion), "estimated by RLLS"
-        else:
-            result, how = _estimate(args, proba, train_prior)
-            prior = np.asarray(result.prior)  # (computes a Dask estimate)
+                prior = estimator(proba, confusion)
+            how = f"estimated by {args.method.upper()}"
     shift = _shift_test(args, proba, train_prior)
-    if shift is not None and not shift.shifted:
+    if shift is not None and (not shift.shifted or args.val_outputs is None):
+        if args.method in ("mle", "map"):
+            _check_estimate_options(args)
+        if shift.shifted:
+            # Rejected against the training prior only: a shift or a
+            # miscalibrated model, which cannot be told apart without the
+            # validation outputs (see the warning); not adapting cannot hurt.
+            return train_prior, (
+                "shift or miscalibration (no --val-outputs); posteriors unchanged"
+            )
         found = (
             "too few rows to test for shift"
             if np.isnan(shift.pvalue)
             else f"no shift found (p = {shift.pvalue:.3g} > {args.shift_level:g})"
         )
         return train_prior, f"{found}; posteriors unchanged"
-    if shift is not None and args.val_outputs is None:
-        # Rejected against the training prior only: a shift or a miscalibrated
-        # model, which cannot be told apart without the validation outputs
-        # (see the warning); not adapting is the side that cannot hurt.
-        how = "shift or miscalibration (no --val-outputs); posteriors unchanged"
-        return train_prior, how
     for warning in caught:
         warnings.warn_explicit(
             warning.message, warning.category, warning.filename, warning.lineno
         )
+    if args.method in ("mle", "map"):
+        result, how = _estimate(args, proba, train_prior)
+        prior = np.asarray(result.prior)  # (computes a Dask estimate)
     return prior, how
 
 

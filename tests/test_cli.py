@@ -386,6 +386,13 @@ def test_adapt_leaves_a_batch_without_shift_alone(files, tmp_path, capsys):
         "--shift-level", "0",
     )  # fmt: skip
     assert code == 2 and "--shift-level must be in (0, 1]" in stderr
+    # (the estimate is not run on a batch left alone; its options are checked)
+    for bad, message in [("--tol", "--tol must be"), ("--max-iter", "--max-iter must")]:
+        code, _, stderr = run(
+            capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+            "--val-outputs", paths["val"], bad, "0",
+        )  # fmt: skip
+        assert code == 2 and message in stderr
 
 
 def test_adapt_without_val_outputs_does_not_adapt_a_miscalibrated_batch(
