@@ -25,11 +25,20 @@ from _common import peak_allocation
 from skprior import (
     adjust_to_prior,
     alternating_normalization,
+    bbse_test_prior,
+    estimate_source_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
+    fit_dirichlet_calibration,
     fit_temperature,
+    fit_vector_scaling,
+    joint_confusion_matrix,
     label_shift_test,
+    per_label,
+    rlls_test_prior,
+    softmax_dirichlet_calibration,
     softmax_temperature,
+    softmax_vector_scaling,
     topk_entropy,
 )
 from skprior.metrics import expected_calibration_error, reliability_curve
@@ -40,6 +49,9 @@ def main():
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--classes", type=int, default=1024)
     parser.add_argument("--only", default=None, help="cases whose name contains this")
+    parser.add_argument(
+        "--skip", default=None, help="leave out the cases whose name contains this"
+    )
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -49,6 +61,14 @@ def main():
     labels[: args.classes] = np.arange(args.classes)  # (BCTS needs every class)
     uniform = np.full(args.classes, 1 / args.classes)
     shifted = np.r_[0.5, np.full(args.classes - 1, 0.5 / (args.classes - 1))]
+    confusion = joint_confusion_matrix(proba, labels)
+    factors = np.linspace(0.5, 1.5, args.classes)
+    bias = np.linspace(-0.5, 0.5, args.classes)
+    matrix = np.eye(args.classes) + 0.01
+    # Multi-label outputs: one probability per label (n_samples, n_labels),
+    # with as many labels as there are classes here, so the same input size.
+    label_proba = (1 / (1 + np.exp(-logits))).astype(np.float32)
+    label_prior = np.full(args.classes, 0.5)
 
     cases = [
         ("softmax_temperature(logits, T)", softmax_temperature, (logits, 1.5), {}),
@@ -99,10 +119,62 @@ def main():
             (labels, proba),
             {},
         ),
+        (
+            "expected_calibration_error(kind='classwise')",
+            expected_calibration_error,
+            (labels, proba),
+            {"kind": "classwise"},
+        ),
         ("reliability_curve", reliability_curve, (labels, proba), {}),
+        ("joint_confusion_matrix", joint_confusion_matrix, (proba, labels), {}),
+        ("bbse_test_prior", bbse_test_prior, (proba, confusion), {}),
+        ("rlls_test_prior", rlls_test_prior, (proba, confusion), {}),
+        (
+            "estimate_source_prior(source='labels')",
+            estimate_source_prior,
+            (proba, labels),
+            {},
+        ),
+        (
+            "estimate_source_prior(source='mean_posterior')",
+            estimate_source_prior,
+            (proba,),
+            {"source": "mean_posterior"},
+        ),
+        (
+            "per_label(adjust_to_prior)",
+            per_label,
+            (adjust_to_prior,),
+            {
+                "proba": label_proba,
+                "train_prior": label_prior,
+                "test_prior": 0.8 * label_prior,
+            },
+        ),
+        (
+            "softmax_vector_scaling",
+            softmax_vector_scaling,
+            (logits, factors, bias),
+            {},
+        ),
+        (
+            "softmax_dirichlet_calibration",
+            softmax_dirichlet_calibration,
+            (logits, matrix, bias),
+            {},
+        ),
+        ("fit_vector_scaling", fit_vector_scaling, (logits, labels), {}),
+        (
+            "fit_dirichlet_calibration(reg_lambda=1.0)",
+            fit_dirichlet_calibration,
+            (logits, labels),
+            {"reg_lambda": 1.0, "reg_mu": 1.0},
+        ),
     ]
     if args.only:
         cases = [case for case in cases if args.only in case[0]]
+    if args.skip:
+        cases = [case for case in cases if args.skip not in case[0]]
     print(
         f"{args.rows} x {args.classes} float32 input ({logits.nbytes / 2**20:.0f} MB);"
         f" peak allocation of the call / input size"

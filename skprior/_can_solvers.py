@@ -69,27 +69,31 @@ def topk_uncertainty(proba, k, kind, overwrite=False):
     """Uncertainty of validated float rows (no checks).
 
     ``overwrite=True`` lets the partial sort reorder ``proba`` in place (for a
-    copy that the caller no longer needs).
+    copy that the caller no longer needs). Row block by row block, so that
+    the partitioned copy and the float64 top-k stay the size of one block.
     """
     n_classes = proba.shape[1]
+    out = np.empty(proba.shape[0])
     if kind == "max_over_k":
         log_j = np.log(np.arange(2, n_classes + 1))
-        out = np.empty(proba.shape[0])
         for block in row_blocks(*proba.shape):
             out[block] = _max_over_k_entropy(proba[block], log_j)
         return out
-    # Validated probabilities are finite and non-negative: their bit patterns
-    # order as integers do, and an integer partition skips the NaN handling.
-    as_int = integer_view(proba)
-    if overwrite:
-        as_int.partition(n_classes - k, axis=1)
-    else:
-        as_int = np.partition(as_int, n_classes - k, axis=1)
-    top = as_int[:, n_classes - k :]
-    top = top.view(proba.dtype).astype(np.float64)
-    if kind == "renormalized":
-        return _renormalized_topk_entropy(top)
-    return np.minimum(entr(top).sum(axis=1) / np.log(n_classes), 1.0)
+    for block in row_blocks(*proba.shape):
+        # Validated probabilities are finite and non-negative: their bit
+        # patterns order as integers do, and an integer partition skips the
+        # NaN handling.
+        as_int = integer_view(proba[block])
+        if overwrite:
+            as_int.partition(n_classes - k, axis=1)
+        else:
+            as_int = np.partition(as_int, n_classes - k, axis=1)
+        top = as_int[:, n_classes - k :].view(proba.dtype).astype(np.float64)
+        if kind == "renormalized":
+            out[block] = _renormalized_topk_entropy(top)
+        else:
+            out[block] = np.minimum(entr(top).sum(axis=1) / np.log(n_classes), 1.0)
+    return out
 
 
 def _entropy_bound(top_share, k):
@@ -141,8 +145,16 @@ def low_confidence(proba, k, tau, kind, row_max=None, row_sums=None):
     candidates = np.flatnonzero(row_max <= share * row_sums.astype(np.float64))
     if candidates.size == 0:
         return candidates
-    uncertainty = topk_uncertainty(proba[candidates], k, kind, overwrite=True)
-    return candidates[uncertainty >= tau - TAU_ROUNDING]
+    # The candidates' rows are copied (and partially sorted in place) one
+    # block at a time: with most rows candidates, a copy of them all would
+    # weigh as much as the input.
+    uncertain = np.empty(candidates.size, dtype=bool)
+    for block in row_blocks(candidates.size, proba.shape[1]):
+        rows = proba[candidates[block]]
+        uncertain[block] = (
+            topk_uncertainty(rows, k, kind, overwrite=True) >= tau - TAU_ROUNDING
+        )
+    return candidates[uncertain]
 
 
 def _column_sums_of_powers(proba, weight, alpha):
@@ -150,12 +162,18 @@ def _column_sums_of_powers(proba, weight, alpha):
 
     For ``alpha = 1`` a weighted sum over all rows avoids copying the selected
     ones; ``einsum`` accumulates float32 input in float64 without a float64
-    copy of it.
+    copy of it. Otherwise the selected rows are raised to ``alpha`` one
+    block at a time (a float64 copy of them all would be twice a float32
+    input).
     """
     if alpha == 1:
         return np.einsum("i,ij->j", weight, proba, dtype=np.float64, casting="unsafe")
-    selected = weight > 0
-    return weight[selected] @ (proba[selected].astype(np.float64) ** alpha)
+    selected = np.flatnonzero(weight > 0)
+    total = np.zeros(proba.shape[1])
+    for block in row_blocks(selected.size, proba.shape[1]):
+        rows = selected[block]
+        total += weight[rows] @ (proba[rows].astype(np.float64) ** alpha)
+    return total
 
 
 def _log_column_sums_of_powers(proba, weight, alpha):
@@ -163,25 +181,39 @@ def _log_column_sums_of_powers(proba, weight, alpha):
 
     For ``alpha != 1`` the powers themselves can underflow (``1e-12 ** 30``),
     and a column whose every power underflows would pass for an empty one.
+    One block of rows at a time, the blocks' sums added in logs.
     """
-    selected = weight > 0
+    selected = np.flatnonzero(weight > 0)
+    total = np.full(proba.shape[1], -np.inf)
     with np.errstate(divide="ignore"):
-        scaled = alpha * np.log(proba[selected].astype(np.float64))
-        scaled += np.log(weight[selected])[:, None]
-        return logsumexp(scaled, axis=0)
+        for block in row_blocks(selected.size, proba.shape[1]):
+            rows = selected[block]
+            scaled = alpha * np.log(proba[rows].astype(np.float64))
+            scaled += np.log(weight[rows])[:, None]
+            total = np.logaddexp(total, logsumexp(scaled, axis=0))
+    return total
 
 
-def _powers_stay_normal(arrays, alpha):
-    """Whether each positive entry of ``arrays`` to the ``alpha`` stays normal.
+def _powers_stay_normal(parts, alpha):
+    """Whether each positive entry of ``parts`` to the ``alpha`` stays normal.
 
     That is, above ``e**50`` times the smallest normal float. Then no power
     under- or loses precision, and the closed form in powers is exact; always
-    so for ``alpha < 1``, which raises small entries.
+    so for ``alpha < 1``, which raises small entries. ``parts`` holds
+    ``(array, rows)`` pairs, ``rows`` the indices of the rows to check or
+    ``None`` for all; the check goes block by block, so that its masks (and
+    the selected rows) stay the size of one block.
     """
     if alpha < 1:
         return True
     floor = np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha)
-    return all(not np.any((array > 0) & (array < floor)) for array in arrays)
+    for array, rows in parts:
+        n_rows = array.shape[0] if rows is None else rows.size
+        for block in row_blocks(n_rows, array.shape[1]):
+            values = array[block] if rows is None else array[rows[block]]
+            if np.any((values > 0) & (values < floor)):
+                return False
+    return True
 
 
 def _can_one_step_log(rows, log_column_sums, prior, alpha):
@@ -220,14 +252,16 @@ def _can_one_step(rows, reference_column_sums, prior, alpha):
     return out
 
 
-def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
-    """CAN with ``n_iter`` iterations, all rows advanced together.
+def _iterated_solver(reference, weight, prior, alpha, n_iter):
+    """CAN with ``n_iter`` iterations: a function of the low-confidence rows.
 
     ``reference`` holds the confident rows, each counted ``weight`` times in the
     column sums. See the module docstring for the factored form
-    ``A_t = diag(u) R_t diag(v)``. Returns the corrected rows and a mask of
-    those whose scales span too wide a range for the factored form to be
-    exact (see :func:`_iterate_block`).
+    ``A_t = diag(u) R_t diag(v)``: ``R_t`` and the logs of the starting scales
+    are computed here once, and the returned function advances any number of
+    rows together, returning the corrected rows and a mask of those whose
+    scales span too wide a range for the factored form to be exact (see
+    :func:`_iterate_block`).
     """
     base = reference.astype(np.float64)  # a copy, scaled in place to R_0
     row_max = base.max(axis=1)
@@ -247,23 +281,26 @@ def _can_iterated(rows, reference, weight, prior, alpha, n_iter):
     for _ in range(n_iter):
         current = current if alpha == 1 else current**alpha
         powers.append(current)
-
     n_reference = reference.shape[0]
-    out = np.empty(rows.shape, dtype=np.float64)
-    lost = np.zeros(rows.shape[0], dtype=bool)
-    # (blocks x n_reference) work arrays
-    for block in row_blocks(rows.shape[0], max(n_reference, rows.shape[1])):
-        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            out[block], lost[block] = _iterate_block(
-                rows[block].astype(np.float64),
-                powers,
-                log_u0,
-                log_v0,
-                log_weight,
-                log_prior,
-                alpha,
-            )
-    return out, lost
+
+    def solve(rows):
+        out = np.empty(rows.shape, dtype=np.float64)
+        lost = np.zeros(rows.shape[0], dtype=bool)
+        # (blocks x n_reference) work arrays
+        for block in row_blocks(rows.shape[0], max(n_reference, rows.shape[1])):
+            with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+                out[block], lost[block] = _iterate_block(
+                    rows[block].astype(np.float64),
+                    powers,
+                    log_u0,
+                    log_v0,
+                    log_weight,
+                    log_prior,
+                    alpha,
+                )
+        return out, lost
+
+    return solve
 
 
 def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
@@ -393,19 +430,28 @@ def can_rows(proba, prior, low, reference, weight, alpha, n_iter, transductive):
     when ``transductive``). Confident rows come back unchanged; the rows of
     ``low`` are corrected by the closed form (``n_iter = 1``), the factored
     iteration (``n_iter > 1``), or in logs where those would lose digits.
+
+    The output is written once, as a copy of the input in its dtype, and the
+    low-confidence rows are corrected in place one block at a time: the
+    float64 temporaries stay the size of a block whatever the batch, so that
+    the peak is the output plus a few blocks.
     """
     result = proba.copy()
     if low.size == 0:
         return result
     selected = weight > 0
-    rows = proba[low]
-    lost = False
     if n_iter == 1 or not selected.any():
         # (with no reference row every iteration returns the prior on the
         # row's support, so one step is the whole answer)
-        if alpha != 1 and not _powers_stay_normal((reference, rows), alpha):
+        checked = [(reference, None)]
+        if not transductive:
+            checked.append((proba, low))
+        if alpha != 1 and not _powers_stay_normal(checked, alpha):
             log_column_sums = _log_column_sums_of_powers(reference, weight, alpha)
-            corrected = _can_one_step_log(rows, log_column_sums, prior, alpha)
+
+            def solve(rows):
+                return _can_one_step_log(rows, log_column_sums, prior, alpha), False
+
         else:
             if transductive and alpha == 1:
                 # With its low rows zeroed, the output's copy of the batch holds
@@ -414,16 +460,26 @@ def can_rows(proba, prior, low, reference, weight, alpha, n_iter, transductive):
                 reference_sums = column_sums(result)
             else:
                 reference_sums = _column_sums_of_powers(reference, weight, alpha)
-            corrected = _can_one_step(rows, reference_sums, prior, alpha)
+
+            def solve(rows):
+                return _can_one_step(rows, reference_sums, prior, alpha), False
+
     else:
-        corrected, lost = _can_iterated(
-            rows, reference[selected], weight[selected], prior, alpha, n_iter
+        solve = _iterated_solver(
+            reference[selected], weight[selected], prior, alpha, n_iter
         )
-    corrected_sums = row_sums_of(corrected)
-    lost = ~np.isfinite(corrected_sums) | (np.abs(corrected_sums - 1) > 1e-6) | lost
-    if lost.any() and selected.any():
-        corrected[lost] = _can_log_domain(
-            rows[lost], reference[selected], weight[selected], prior, alpha, n_iter
-        )
-    result[low] = corrected
+    log_domain_reference = None
+    for block in row_blocks(low.size, proba.shape[1]):
+        indices = low[block]
+        rows = proba[indices]
+        corrected, lost = solve(rows)
+        corrected_sums = row_sums_of(corrected)
+        lost = ~np.isfinite(corrected_sums) | (np.abs(corrected_sums - 1) > 1e-6) | lost
+        if lost.any() and selected.any():
+            if log_domain_reference is None:
+                log_domain_reference = reference[selected], weight[selected]
+            corrected[lost] = _can_log_domain(
+                rows[lost], *log_domain_reference, prior, alpha, n_iter
+            )
+        result[indices] = corrected
     return result

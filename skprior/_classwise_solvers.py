@@ -33,7 +33,7 @@ from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import ThreadpoolController
 
 from skprior._kernels import row_blocks
-from skprior._temperature_solvers import fit_nll, shifted
+from skprior._temperature_solvers import ShiftedLogits, fit_nll
 
 # The smallest positive normal float32 is 1.2e-38: no float32 softmax carries a
 # smaller probability as a normal number, and a probability below it is 0 for
@@ -178,7 +178,7 @@ def fit_vs(z, y, weights, has_bias):
     n_classes = z.shape[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        scale = 1.0 / fit_nll(shifted(z), y, weights)
+        scale = 1.0 / fit_nll(ShiftedLogits(z), y, weights)
     start = np.concatenate([np.ones(n_classes), np.zeros(n_classes * has_bias)])
     curvature_v, curvature_b = np.zeros(n_classes), np.zeros(n_classes)
     for block in row_blocks(*z.shape):

@@ -29,7 +29,14 @@ from skprior._options import (
     DEFAULT_TEMPERATURE_METHOD,
 )
 from skprior._sklearn_compat import HasMethods, StrOptions, validate_params
-from skprior._temperature_solvers import fit_bcts, fit_ec, fit_nll, nll_rows, shifted
+from skprior._temperature_solvers import (
+    ShiftedLogits,
+    fit_bcts,
+    fit_ec,
+    fit_nll,
+    nll_rows,
+    shifted,
+)
 from skprior._temperature_xp import (
     fit_bias_corrected_temperature_xp,
     fit_temperature_xp,
@@ -230,7 +237,9 @@ def fit_temperature(
     xp = namespace_of(logits)
     if xp is not None:
         return fit_temperature_xp(xp, logits, y, method, sample_weight)
-    z, _ = check_logits(logits)
+    # (the caller's float32 or float64 array, never written to: the shifted
+    # float64 logits are formed block by block, not copied whole)
+    z, _ = check_logits(logits, as_float64=False)
     warn_if_probabilities(z)
     y = check_class_indices(y, z.shape[0], z.shape[1])
     weights = check_sample_weight(sample_weight, z.shape[0])
@@ -239,8 +248,7 @@ def fit_temperature(
     keep = weights > 0
     if not keep.all():
         z, y, weights = z[keep], y[keep], weights[keep]
-    d = z  # (our own float64 copy: shifted in place)
-    d -= d.max(axis=1, keepdims=True)
+    d = ShiftedLogits(z)
     if method == "ec":
         return fit_ec(d, y, weights)
     return fit_nll(d, y, weights)
@@ -330,13 +338,12 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     xp = namespace_of(logits)
     if xp is not None:
         return fit_bias_corrected_temperature_xp(xp, logits, y, sample_weight)
-    z, _ = check_logits(logits)
+    z, _ = check_logits(logits, as_float64=False)  # (never written to)
     warn_if_probabilities(z)
     n_classes = z.shape[1]
     y = check_class_indices(y, z.shape[0], n_classes)
     weights = check_sample_weight(sample_weight, z.shape[0])
-    z -= z.max(axis=1, keepdims=True)  # (our own copy: shifted in place)
-    d, y, _, weights = nll_rows(z, y, weights)
+    d, y, _, weights = nll_rows(ShiftedLogits(z), y, weights)
     class_weight = np.bincount(y, weights=weights, minlength=n_classes)
     if np.any(class_weight <= 0):
         missing = np.flatnonzero(class_weight <= 0).tolist()

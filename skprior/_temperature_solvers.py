@@ -49,23 +49,65 @@ def shifted(z):
     return z - z.max(axis=1, keepdims=True)
 
 
+# Rows per block of the root searches' evaluations: about 2**16 entries, whose
+# float64 temporaries (512 KB each) stay in the CPU cache, so that a block's
+# several passes cost one read of the logits. Every evaluation sums per row
+# first, so the result does not depend on the blocks.
+_EVALUATION_BLOCK = 2**16
+
+
+class ShiftedLogits:
+    """Validated logits ``z`` seen as ``d = z - max_k z`` in float64.
+
+    ``z`` (float32 or float64) is kept as it is, never written to, and ``d``
+    is formed one block of rows at a time: a float64 copy of a float32 batch
+    would be twice its size. Each block of ``d`` equals the same rows of
+    ``shifted(z.astype(np.float64))`` exactly (a float32 maximum converts
+    exactly, and the subtraction is the same float64 operation).
+    """
+
+    def __init__(self, z, top=None):
+        self.z = z
+        self.shape = z.shape
+        self.top = z.max(axis=1).astype(np.float64) if top is None else top
+
+    def block(self, rows):
+        """``d[rows]``, a new float64 array (``rows`` a slice)."""
+        d = self.z[rows].astype(np.float64)
+        d -= self.top[rows, None]
+        return d
+
+    def blocks(self, elements=None):
+        """``(slice, d[slice])`` over the rows, about ``elements`` entries each."""
+        for rows in row_blocks(*self.shape, elements=elements):
+            yield rows, self.block(rows)
+
+    def true_entries(self, y):
+        """``d[i, y_i]`` of every row, float64."""
+        return self.z[np.arange(self.shape[0]), y].astype(np.float64) - self.top
+
+    def __getitem__(self, keep):
+        """The rows selected by a boolean mask, as a new ``ShiftedLogits``."""
+        return ShiftedLogits(self.z[keep], self.top[keep])
+
+
 # -- the two monotone functions of log T ----------------------------------------
 
 
 def _mean_confidence(d, weights, temperature):
-    """Weighted mean over rows of ``max_k softmax(d / T)``."""
+    """Weighted mean over rows of ``max_k softmax(d / T)`` (``d``: ShiftedLogits)."""
     sums = np.empty(d.shape[0])
-    for block in row_blocks(*d.shape):  # (temporaries of one block)
+    for block, rows in d.blocks(_EVALUATION_BLOCK):  # (temporaries of one block)
+        rows /= temperature
         with np.errstate(over="ignore", under="ignore"):
-            sums[block] = np.exp(d[block] / temperature).sum(axis=1)
+            sums[block] = np.exp(rows, out=rows).sum(axis=1)
     return np.dot(weights, 1.0 / sums) / weights.sum()
 
 
 def _nll_slope(d, d_true, weights, temperature):
     """Derivative of the mean log loss with respect to ``beta = 1 / T``."""
     expected = np.empty(d.shape[0])
-    for block in row_blocks(*d.shape):  # (temporaries of one block)
-        rows = d[block]
+    for block, rows in d.blocks(_EVALUATION_BLOCK):  # (temporaries of one block)
         with np.errstate(over="ignore", under="ignore"):
             e = np.exp(rows / temperature)
         sums = e.sum(axis=1)
@@ -91,15 +133,21 @@ def weighted_limit(weights, terms):
 
 
 def temperature_scale(d):
-    """Smallest positive top-logit gap and largest row spread of ``d``."""
-    finite = np.isfinite(d)
-    # (reductions with where=: no float temporary the size of d)
-    gaps = -np.max(d, axis=1, where=finite & (d < 0), initial=-np.inf)
-    spreads = -np.min(d, axis=1, where=finite, initial=0.0)
-    gaps = gaps[np.isfinite(gaps)]
-    if gaps.size == 0:
+    """Smallest positive top-logit gap and largest row spread of ``d``.
+
+    ``d`` is a :class:`ShiftedLogits`, read one block at a time.
+    """
+    gap, spread = np.inf, 0.0
+    for _, rows in d.blocks():
+        finite = np.isfinite(rows)
+        # (reductions with where=: no further float temporary)
+        gaps = -np.max(rows, axis=1, where=finite & (rows < 0), initial=-np.inf)
+        spreads = -np.min(rows, axis=1, where=finite, initial=0.0)
+        gap = min(gap, gaps.min(initial=np.inf))
+        spread = max(spread, spreads.max(initial=0.0))
+    if not np.isfinite(gap):
         return None, None
-    return gaps.min(), spreads.max()
+    return gap, spread
 
 
 def _solve_log_temperature(func, d, limit_low, limit_high, describe, scale=None):
@@ -156,11 +204,16 @@ def _solve_log_temperature(func, d, limit_low, limit_high, describe, scale=None)
 
 
 def fit_ec(d, y, weights):
-    # The accuracy of argmax(z), first index on ties, as predict() has it.
-    correct = np.argmax(d, axis=1) == y
+    """EC temperature of the :class:`ShiftedLogits` ``d``."""
+    # The accuracy of argmax(z), first index on ties, as predict() has it
+    # (the shift keeps the order and the ties of every row).
+    correct = np.argmax(d.z, axis=1) == y
     accuracy = np.dot(weights, correct) / weights.sum()
-    n_top = (d == 0).sum(axis=1)
-    n_finite = np.isfinite(d).sum(axis=1)
+    n_top = np.empty(d.shape[0], dtype=np.intp)
+    n_finite = np.empty(d.shape[0], dtype=np.intp)
+    for block, rows in d.blocks():
+        n_top[block] = (rows == 0).sum(axis=1)
+        n_finite[block] = np.isfinite(rows).sum(axis=1)
     limit_low = weighted_limit(weights, 1.0 / n_top - correct)
     limit_high = weighted_limit(weights, 1.0 / n_finite - correct)
 
@@ -194,8 +247,14 @@ def _describe_ec(side, accuracy):
 
 
 def nll_rows(d, y, weights):
-    """Rows usable by a log-loss fit: those whose true class is not at -inf."""
-    d_true = d[np.arange(d.shape[0]), y]
+    """Rows usable by a log-loss fit: those whose true class is not at -inf.
+
+    ``d`` is an array or a :class:`ShiftedLogits`.
+    """
+    if isinstance(d, ShiftedLogits):
+        d_true = d.true_entries(y)
+    else:
+        d_true = d[np.arange(d.shape[0]), y]
     keep = np.isfinite(d_true) & (weights > 0)
     if not keep.any():
         raise ValueError(
@@ -211,8 +270,10 @@ def fit_nll(d, y, weights):
     # Rows whose true class has probability exactly 0 have an infinite log loss
     # at every temperature, so they cannot move the minimiser: leave them out.
     d, y, d_true, weights = nll_rows(d, y, weights)
-    finite = np.isfinite(d)
-    uniform_mean = np.sum(d, axis=1, where=finite) / finite.sum(axis=1)
+    uniform_mean = np.empty(d.shape[0])
+    for block, rows in d.blocks():
+        finite = np.isfinite(rows)
+        uniform_mean[block] = np.sum(rows, axis=1, where=finite) / finite.sum(axis=1)
     limit_low = weighted_limit(weights, -d_true)
     limit_high = weighted_limit(weights, uniform_mean - d_true)
 
@@ -253,8 +314,8 @@ def _bcts_loss(params, d, y, weights, scale):
     log_factor, bias = params[0], params[1:]
     factor = np.exp(log_factor) * scale
     loss, grad_scale, grad_bias = 0.0, 0.0, np.zeros(d.shape[1])
-    for block in row_blocks(*d.shape):
-        rows, w, labels = d[block], weights[block], y[block]
+    for block, rows in d.blocks():
+        w, labels = weights[block], y[block]
         with np.errstate(over="ignore", under="ignore"):
             t = rows * factor + bias
             top = t.max(axis=1, keepdims=True)
