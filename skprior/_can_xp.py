@@ -396,7 +396,11 @@ def _confident_sums(block, k, tau, kind, alpha):
     else:
         log_sums = np.full(block.shape[1], -np.inf)
     sums = _column_sums_of_powers(block, weight, alpha)
-    counts = [low.size, np.sum(weight > 0), not _powers_stay_normal((block,), alpha)]
+    counts = [
+        low.size,
+        np.sum(weight > 0),
+        not _powers_stay_normal(((block, None),), alpha),
+    ]
     return np.concatenate([sums, log_sums, counts])[None, :]
 
 

@@ -287,6 +287,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _fit_post_hoc(self, X, y_index, sample_weight):
         n_classes = len(self.classes_)
+        self._fitted_method = self.method
         for name in ("test_prior_", "confusion_"):
             if hasattr(self, name):
                 delattr(self, name)
@@ -340,6 +341,30 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             self._no_shift = NoShiftReference.from_proba(proba, weights)
         self.reset_prior()
 
+    def _check_unchanged(self, stream=False):
+        """Refuse parameters changed by ``set_params`` since the state was built.
+
+        ``method`` since ``fit``, and for the stream ``online*`` since
+        ``reset_prior``: what the state holds was computed for the old ones.
+        """
+        check_is_fitted(self)
+        if self._is_multilabel():
+            return  # (each label's own wrapper holds the state, and checks it)
+        if self.method != self._fitted_method:
+            raise ValueError(
+                f"method was changed from {self._fitted_method!r} to "
+                f"{self.method!r} after fit; call fit again (fit computes what "
+                f"each method needs, e.g. the confusion matrix of 'bbse')."
+            )
+        if stream and self._stream_params != self._online_params():
+            raise ValueError(
+                "online, online_budget or online_learning_rate was changed since "
+                "the stream began; call reset_prior() to start a stream with them."
+            )
+
+    def _online_params(self):
+        return (self.online, self.online_budget, self.online_learning_rate)
+
     # -- the prior of a batch ------------------------------------------------------
 
     def _estimate(self, proba, init=None):
@@ -387,6 +412,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _prior_of(self, proba):
         """The test prior for a batch with inner posteriors ``proba``."""
+        self._check_unchanged()
         if self.method == "known":
             return self.test_prior_
         if self.shift_level is not None and not self._shift_test(proba).shifted:
@@ -453,10 +479,12 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             The estimator.
         """
         check_is_fitted(self, "train_prior_")
+        self._check_unchanged()
         start = self.test_prior_ if self.method == "known" else self.train_prior_
         self.online_prior_ = start.copy()
         self.n_seen_ = 0
         self.online_shifted_ = self.method == "known" or self.shift_level is None
+        self._stream_params = self._online_params()
         self._stream_posterior_sum = np.zeros(len(self.classes_))
         self._stream_tests = 0
         self._stream_counts = None
@@ -529,10 +557,12 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         self : object
             The estimator, with ``online_prior_`` and ``n_seen_`` updated.
         """
-        check_is_fitted(self)
+        self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
         self.n_seen_ += proba.shape[0]
-        if not self.online_shifted_:
+        if not self.online_shifted_ and self.shift_level is None:
+            self.online_shifted_ = True  # (set to None after the stream began)
+        elif not self.online_shifted_:
             # The test of predict_proba, on every row of the stream so far: a
             # stream without shift is not adapted (a miscalibrated model's
             # estimate drifts away from the prior with no shift at all). The
@@ -576,7 +606,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         proba : ndarray of shape (n_samples, n_classes)
             Adjusted probabilities in the order of ``classes_``.
         """
-        check_is_fitted(self)
+        self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
-        prior = self.online_prior_ if self.online_shifted_ else self.train_prior_
+        shifted = self.online_shifted_ or self.shift_level is None
+        prior = self.online_prior_ if shifted else self.train_prior_
         return reweight(proba, self.train_prior_, prior)

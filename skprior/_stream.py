@@ -29,6 +29,7 @@ from skprior._options import (
     DEFAULT_MAX_ITER,
     DEFAULT_STREAM_BUDGET,
     DEFAULT_TOL,
+    SOLVERS,
 )
 from skprior._prior_solvers import project_to_simplex, solve_prior
 from skprior._stream_solvers import flh_lifetime, responsibility_sums
@@ -60,10 +61,14 @@ def _check_number(value, name, low, *, integral=False, low_closed=True):
 def _check_estimate(estimate, n_classes):
     """A per-batch estimate: finite, one entry per class (negatives allowed)."""
     arr = np.array(as_numeric(estimate, "estimate", f"({n_classes},)"), dtype=float)
-    if arr.shape != (n_classes,) or not np.all(np.isfinite(arr)):
+    # (a prior estimate is of order 1, even an unclipped BBSE one; entries of
+    # 1e6 and more are a bug upstream, and overflow the simplex projection)
+    if arr.shape != (n_classes,) or not np.all(np.abs(arr) < 1e6):
         raise ValueError(
-            f"estimate must be a finite 1-D array with one entry per class "
-            f"({n_classes}), got shape {arr.shape}. Pass the batch's prior "
+            f"estimate must be a 1-D array with one entry per class "
+            f"({n_classes}), each finite and below 1e6 in size, got shape "
+            f"{arr.shape}, largest size {np.max(np.abs(arr), initial=0):g}. "
+            f"Pass the batch's prior "
             f"estimate (for example bbse or estimate_test_prior(...).prior)."
         )
     return arr
@@ -95,7 +100,12 @@ class CumulativePrior:
     :math:`\hat\pi`. Inside the window this is incremental EM (Neal and
     Hinton, 1998); past it, on-line EM with step :math:`b_t/N_t` on the mean
     responsibility (Cappé and Moulines, 2009); ``budget=0`` is pure on-line
-    EM. State: ``budget`` x K + 2K + 2 floats; cost per update:
+    EM. The E-step is taken at :math:`0.99\,\hat\pi + 0.01\,q` rather than
+    :math:`\hat\pi`: a class driven to exactly 0 by the first rows (hard 0/1
+    posteriors) gets its rows' mass back when they come, which EM from 0
+    cannot do. Frozen responsibilities assume a stationary stream: a class
+    that first appears late is under-estimated (use ``"fth"``/``"flh-ftl"``
+    for drift). State: ``budget`` x K + 2K + 2 floats; cost per update:
     O((budget + batch) K).
 
     Parameters
@@ -191,9 +201,14 @@ class CumulativePrior:
         )
         self.budget = _check_number(budget, "budget", 0, integral=True)
         self.dirichlet_alpha = _check_number(dirichlet_alpha, "dirichlet_alpha", 1)
+        if solver not in SOLVERS:
+            raise ValueError(
+                f"solver must be one of {', '.join(map(repr, SOLVERS))}, got "
+                f"{solver!r}; 'squarem' (the default) is the fastest."
+            )
         self.solver = solver
-        self.max_iter = max_iter
-        self.tol = tol
+        self.max_iter = _check_number(max_iter, "max_iter", 1, integral=True)
+        self.tol = _check_number(tol, "tol", 0, low_closed=False)
         n_classes = len(self.train_prior)
         self.prior_ = self.train_prior.copy()
         self.n_seen_ = 0
@@ -247,9 +262,11 @@ class CumulativePrior:
                 )
             self.prior_ = prior
         else:
-            counts = self._folded + responsibility_sums(
-                rows, self.train_prior, self.prior_
-            )
+            # The E-step from a point 1% of the way to the training prior: a
+            # class the estimate has driven to 0 gets its rows' mass back when
+            # they come (from pi_k = 0 exactly, EM cannot move it back up).
+            start = 0.99 * self.prior_ + 0.01 * self.train_prior
+            counts = self._folded + responsibility_sums(rows, self.train_prior, start)
             updated = (counts + concentration) / (
                 self.n_seen_ + n_classes * concentration
             )

@@ -5,6 +5,7 @@ Numerics are checked against naive references written here from the formulas
 Lipton et al. 2018 BBSE), on real CIFAR outputs and on synthetic data.
 """
 
+import pickle
 import warnings
 
 import numpy as np
@@ -771,3 +772,34 @@ def test_squarem_convergence_warning_does_not_advise_squarem(cifar10):
     assert "solver='squarem'" not in message and "max_iter" in message
     with pytest.warns(ConvergenceWarning, match="solver='squarem'"):
         estimate_test_prior(proba[:500], train, solver="em", max_iter=1)
+
+
+def test_parameters_changed_after_fit_are_refused_clearly(blobs):
+    """set_params after fit: a new method needs a new fit, new stream settings
+    a reset_prior; shift_level=None mid-stream adapts from then on."""
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(model).fit(X[1500:2000], y[1500:2000])
+    wrapper.update_prior(X[2000:2050])
+    for params in (
+        {"method": "rlls"},
+        {"method": "known", "test_prior": [0.2, 0.3, 0.5]},
+    ):
+        changed = pickle.loads(pickle.dumps(wrapper)).set_params(**params)
+        for call in (changed.predict_proba, changed.update_prior):
+            with pytest.raises(ValueError, match="after fit; call fit again"):
+                call(X[:10])
+    changed = pickle.loads(pickle.dumps(wrapper)).set_params(online="fth")
+    with pytest.raises(ValueError, match=r"call reset_prior\(\)"):
+        changed.update_prior(X[:10])
+    changed.reset_prior().update_prior(X[:10])  # (then it works)
+    forced = pickle.loads(pickle.dumps(wrapper)).set_params(shift_level=None)
+    forced.update_prior(X[2050:2100])
+    assert forced.online_shifted_
+    np.testing.assert_allclose(
+        forced.predict_proba_online(X[:5]),
+        naive_bayes_rule(
+            model.predict_proba(X[:5]), forced.train_prior_, forced.online_prior_
+        ),
+        atol=1e-12,
+    )

@@ -101,7 +101,8 @@ def test_cumulative_is_the_batch_mle_within_the_budget(cifar100):
 
 def test_cumulative_without_budget_is_on_line_em():
     """budget=0: the exact MLE of the first batch, then on-line EM with step
-    b_t / N_t on the mean responsibility (naive loop)."""
+    b_t / N_t on the mean responsibility, its E-step taken 1% of the way to the
+    training prior (naive loop)."""
     rng = np.random.default_rng(0)
     q = np.array([0.2, 0.3, 0.5])
     batches = [rng.dirichlet(np.ones(3), size=7) for _ in range(20)]
@@ -117,7 +118,7 @@ def test_cumulative_without_budget_is_on_line_em():
     folded, n = responsibilities(batches[0], prior), len(batches[0])
     for batch in batches[1:]:
         n += len(batch)
-        prior = (folded + responsibilities(batch, prior)) / n
+        prior = (folded + responsibilities(batch, 0.99 * prior + 0.01 * q)) / n
         folded = folded + responsibilities(batch, prior)
     np.testing.assert_allclose(tracker.prior_, prior, atol=1e-9)
 
@@ -314,3 +315,19 @@ def test_trackers_never_alias_the_callers_arrays():
     assert cumulative._window[0, 0] == 0.9
     assert np.allclose(flh._sums[0], [1.2, 0.8])
     assert before[0].shape == (2,)
+
+
+@pytest.mark.parametrize("budget", [0, 1000])
+def test_cumulative_recovers_a_class_it_drove_to_zero(budget):
+    """Hard 0/1 posteriors (trees, kNN) one row at a time: the first rows drive
+    the other classes to exactly 0, from where EM cannot move them; the on-line
+    step starts 1% of the way to the training prior, so the estimate still
+    reaches the batch MLE of the stream."""
+    rng = np.random.default_rng(0)
+    proba = np.eye(3)[rng.choice(3, 3000, p=[0.5, 0.3, 0.2])]
+    q = np.full(3, 1 / 3)
+    tracker = CumulativePrior(q, budget=budget)
+    for i in range(len(proba)):
+        tracker.update(proba[i : i + 1])
+    expected = estimate_test_prior(proba, q).prior
+    np.testing.assert_allclose(tracker.prior_, expected, atol=1e-3)
