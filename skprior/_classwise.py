@@ -444,8 +444,7 @@ def fit_dirichlet_calibration(
         weights,
         *log_proba.shape,
         "Dirichlet calibration",
-        "its unpenalised parameters grow (the diagonal of W, which ODIR leaves "
-        "free)",
+        "its unpenalised parameters grow (the diagonal of W, which ODIR leaves free)",
     )
     return matrix, bias
 
