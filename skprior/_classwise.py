@@ -17,6 +17,7 @@ The names say what is returned or applied, as ``fit_temperature`` and
 
 import numpy as np
 
+from skprior._calibration_checks import warn_if_few_rows, warn_if_separable
 from skprior._classwise_solvers import (
     dirichlet_scaled,
     fit_dirichlet,
@@ -141,7 +142,11 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
     ConvergenceWarning
         When L-BFGS stops before convergence.
     UserWarning
-        When ``logits`` look like probabilities.
+        When ``logits`` look like probabilities; when the fitted factors rank
+        every fit sample's true class first (the data are separable: the
+        loss has no minimum and the factors grow without bound); when there
+        are fewer than 10 (effective) samples per free parameter (:math:`K`,
+        or :math:`2K - 1` with biases).
 
     See Also
     --------
@@ -198,7 +203,24 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
         what,
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
-    return fit_vs(z, y, weights, bias)
+    factors, offsets = fit_vs(z, y, weights, bias)
+    warn_if_few_rows(
+        weights,
+        2 * n_classes - 1 if bias else n_classes,
+        what,
+        "Calibrate on more held-out data, or use a method with fewer parameters: "
+        + ("no-bias vector scaling (bias=False, method='nbvs') or " if bias else "")
+        + "a temperature (fit_temperature, method='nll').",
+    )
+    warn_if_separable(
+        lambda block: vector_scaled(z[block], factors, offsets),
+        y,
+        weights,
+        *z.shape,
+        what,
+        "the class factors grow without bound",
+    )
+    return factors, offsets
 
 
 @validate_params(
@@ -339,7 +361,11 @@ def fit_dirichlet_calibration(
     ConvergenceWarning
         When L-BFGS stops before convergence.
     UserWarning
-        When ``logits`` look like probabilities.
+        When ``logits`` look like probabilities; when the unpenalised part of
+        the fit (the diagonal of :math:`W`, and the entries whose penalty is
+        0) alone ranks every fit sample's true class first (no minimum: it
+        grows without bound); when there are fewer than 10 (effective)
+        samples per unpenalised parameter.
 
     See Also
     --------
@@ -387,7 +413,40 @@ def fit_dirichlet_calibration(
     if reg_lambda == "auto":
         reg_lambda, _ = _select(log_proba, y, weights, reg_mu)
     reg_mu = reg_lambda if reg_mu is None else reg_mu
-    return fit_dirichlet(log_proba, y, weights, float(reg_lambda), float(reg_mu))
+    matrix, bias = fit_dirichlet(
+        log_proba, y, weights, float(reg_lambda), float(reg_mu)
+    )
+    n_classes = log_proba.shape[1]
+    # ODIR leaves the diagonal of W free; without a penalty the off-diagonal
+    # entries and the biases are free too.
+    free = (
+        n_classes
+        + (n_classes * (n_classes - 1) if reg_lambda == 0 else 0)
+        + (n_classes - 1 if reg_mu == 0 else 0)
+    )
+    warn_if_few_rows(
+        weights,
+        free,
+        "Dirichlet calibration",
+        "Calibrate on more held-out data, use a larger reg_lambda and reg_mu "
+        "(or 'auto'), or a method with fewer parameters: method='nbvs' or a "
+        "temperature (fit_temperature, method='nll').",
+    )
+    # The unpenalised part of the fit (the diagonal of W, and the rest of W or
+    # b where their penalty is 0): if it alone ranks every true class first,
+    # moving further along it lowers every sample's loss and leaves the
+    # penalty as it is, so the fit has no finite minimiser.
+    free_matrix = matrix if reg_lambda == 0 else np.diag(np.diag(matrix))
+    free_bias = bias if reg_mu == 0 else np.zeros(n_classes)
+    warn_if_separable(
+        lambda block: dirichlet_scaled(log_proba[block], free_matrix, free_bias),
+        y,
+        weights,
+        *log_proba.shape,
+        "Dirichlet calibration",
+        "its unpenalised parameters grow (the diagonal of W, which ODIR leaves free)",
+    )
+    return matrix, bias
 
 
 def _select(log_proba, y, weights, reg_mu):

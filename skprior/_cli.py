@@ -18,19 +18,21 @@ import textwrap
 
 from skprior import __version__
 from skprior._options import (
-    CALIBRATION_METHODS,
     DEFAULT_ALPHA,
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_K,
     DEFAULT_MAX_ITER,
     DEFAULT_N_ITER,
     DEFAULT_PRIOR_METHOD,
+    DEFAULT_REG_LAMBDA,
+    DEFAULT_REG_MU,
     DEFAULT_SHIFT_LEVEL,
     DEFAULT_SOLVER,
     DEFAULT_TAU,
     DEFAULT_TEMPERATURE_METHOD,
     DEFAULT_TOL,
     DEFAULT_UNCERTAINTY,
+    ESTIMATOR_CALIBRATION_METHODS,
     PRIOR_METHODS,
     SHIPPED_DATASETS,
     SOLVERS,
@@ -64,6 +66,10 @@ CALIBRATION_METHODS_HELP = {
     "ec": "mean confidence = accuracy",
     "nll": "minimum log loss",
     "bcts": "temperature and class biases by log loss",
+    "nbvs": "one factor per class by log loss (no-bias vector scaling)",
+    "vs": "one factor and one bias per class by log loss (vector scaling)",
+    "dirichlet": "Dirichlet calibration, a K x K matrix with ODIR "
+    "(--reg-lambda, --reg-mu)",
 }
 # Options whose value is a comma list that may start with a minus sign, which
 # argparse would take for an option ("--test-prior -1,1,1").
@@ -91,6 +97,18 @@ def _k(text):
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither an integer nor 'auto'"
+        ) from None
+
+
+def _reg_lambda(text):
+    """--reg-lambda: a number or "auto" (the range is checked by the library)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number nor 'auto'"
         ) from None
 
 
@@ -293,10 +311,12 @@ def _add_calibrate(commands, parent):
         commands,
         "calibrate",
         parent,
-        help="fit a temperature on labelled outputs and apply it",
-        description="Fit a temperature T on labelled outputs (--fit-outputs, "
-        "default OUTPUTS itself, with --fit-labels) and write softmax(logits / T) "
-        "of OUTPUTS. Probabilities are read as logits log(p). Prints T.",
+        help="fit a calibration on labelled outputs and apply it",
+        description="Fit a calibration on labelled outputs (--fit-outputs, "
+        "default OUTPUTS itself, with --fit-labels) and apply it to OUTPUTS: a "
+        "temperature T (softmax(logits / T), with class biases for bcts), one "
+        "factor per class (nbvs, vs) or Dirichlet calibration. Probabilities "
+        "are read as logits log(p). Prints what was fitted.",
     )
     calibrate.add_argument(
         "--fit-labels",
@@ -311,11 +331,25 @@ def _add_calibrate(commands, parent):
     )
     calibrate.add_argument(
         "--method",
-        choices=CALIBRATION_METHODS,
+        choices=ESTIMATOR_CALIBRATION_METHODS,
         default=DEFAULT_TEMPERATURE_METHOD,
         help=_methods_help(
-            CALIBRATION_METHODS_HELP, CALIBRATION_METHODS, DEFAULT_TEMPERATURE_METHOD
+            CALIBRATION_METHODS_HELP,
+            ESTIMATOR_CALIBRATION_METHODS,
+            DEFAULT_TEMPERATURE_METHOD,
         ),
+    )
+    calibrate.add_argument(
+        "--reg-lambda",
+        type=_reg_lambda,
+        help=f"dirichlet: off-diagonal penalty lambda >= 0, or 'auto' (chosen by "
+        f"cross-validation) (default: {DEFAULT_REG_LAMBDA})",
+    )
+    calibrate.add_argument(
+        "--reg-mu",
+        type=float,
+        help=f"dirichlet: bias penalty mu >= 0 (default: {DEFAULT_REG_MU}, that is "
+        f"mu = lambda)",
     )
 
 

@@ -37,6 +37,8 @@ from skprior._options import (
     DEFAULT_K,
     DEFAULT_MAX_ITER,
     DEFAULT_N_ITER,
+    DEFAULT_REG_LAMBDA,
+    DEFAULT_REG_MU,
     DEFAULT_SHIFT_LEVEL,
     DEFAULT_SOLVER,
     DEFAULT_TAU,
@@ -505,14 +507,88 @@ def _fit_logits(args, logits):
     return fit_logits, labels
 
 
-def _calibrate(args):
-    """Fit a temperature on labelled outputs and apply it to OUTPUTS."""
-    from skprior import (
-        fit_bias_corrected_temperature,
-        fit_temperature,
-        softmax_temperature,
+def _check_calibrate_options(args):
+    """Refuse --reg-lambda / --reg-mu without --method dirichlet; fill defaults."""
+    for option in ("--reg-lambda", "--reg-mu"):
+        if getattr(args, option[2:].replace("-", "_")) is not None and (
+            args.method != "dirichlet"
+        ):
+            raise InputError(
+                f"{option} is used only with --method dirichlet; --method "
+                f"{args.method} does not use it. Drop {option}, or pass --method "
+                f"dirichlet."
+            )
+    if args.reg_lambda is None:
+        args.reg_lambda = DEFAULT_REG_LAMBDA
+    if args.reg_mu is None:
+        args.reg_mu = DEFAULT_REG_MU
+
+
+def _fit_calibration(args, fit_logits, fit_labels):
+    """Fit --method; return (what to print, apply(logits), arrays for .npz)."""
+    import skprior
+
+    if args.method in ("nbvs", "vs"):
+        weights, bias = skprior.fit_vector_scaling(
+            fit_logits, fit_labels, bias=args.method == "vs"
+        )
+        extra = {"weights": weights, "bias": bias}
+        what = f"class factors from {weights.min():.6g} to {weights.max():.6g}" + (
+            f", biases from {bias.min():.6g} to {bias.max():.6g}"
+            if args.method == "vs"
+            else ""
+        )
+        return what, lambda z: skprior.softmax_vector_scaling(z, weights, bias), extra
+    if args.method == "dirichlet":
+        reg_lambda = args.reg_lambda
+        if reg_lambda == "auto":
+            reg_lambda, _ = skprior.select_dirichlet_regularization(
+                fit_logits, fit_labels, reg_mu=args.reg_mu
+            )
+        reg_mu = reg_lambda if args.reg_mu is None else args.reg_mu
+        matrix, bias = skprior.fit_dirichlet_calibration(
+            fit_logits, fit_labels, reg_lambda=reg_lambda, reg_mu=reg_mu
+        )
+        extra = {
+            "matrix": matrix,
+            "bias": bias,
+            "reg_lambda": np.float64(reg_lambda),
+            "reg_mu": np.float64(reg_mu),
+        }
+        what = (
+            f"Dirichlet calibration, reg_lambda {reg_lambda:.6g}"
+            + (" (auto)" if args.reg_lambda == "auto" else "")
+            + f", reg_mu {reg_mu:.6g}"
+        )
+        return (
+            what,
+            lambda z: skprior.softmax_dirichlet_calibration(z, matrix, bias),
+            extra,
+        )
+    bias = None
+    if args.method == "bcts":
+        temperature, bias = skprior.fit_bias_corrected_temperature(
+            fit_logits, fit_labels
+        )
+    else:
+        temperature = skprior.fit_temperature(
+            fit_logits, fit_labels, method=args.method
+        )
+    extra = {"temperature": np.float64(temperature)}
+    if bias is not None:
+        extra["bias"] = bias
+    return (
+        f"temperature {temperature:.6g}",
+        lambda z: skprior.softmax_temperature(z, temperature, bias),
+        extra,
     )
 
+
+def _calibrate(args):
+    """Fit a calibration on labelled outputs and apply it to OUTPUTS."""
+    from skprior import softmax_temperature
+
+    _check_calibrate_options(args)
     logits = read_logits(
         args.outputs,
         option="OUTPUTS",
@@ -526,23 +602,13 @@ def _calibrate(args):
     labels = _report_labels(args, logits)
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
-    bias = None
     with _library_errors():
-        if args.method == "bcts":
-            temperature, bias = fit_bias_corrected_temperature(fit_logits, fit_labels)
-        else:
-            temperature = fit_temperature(fit_logits, fit_labels, method=args.method)
+        what, apply, extra = _fit_calibration(args, fit_logits, fit_labels)
         before = softmax_temperature(logits, 1.0)
-        after = softmax_temperature(logits, temperature, bias)
+        after = apply(logits)
     source = args.outputs if args.fit_outputs is None else args.fit_outputs
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
-    print(
-        f"temperature {temperature:.6g} ({args.method}, fitted on "
-        f"{fit_logits.shape[0]} rows of {source})"
-    )
-    extra = {"temperature": np.float64(temperature)}
-    if bias is not None:
-        extra["bias"] = bias
+    print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
     return _finish(args, before, after, labels, extra)
 
 

@@ -11,6 +11,7 @@ from scipy.special import logsumexp
 
 from skprior._array_api import namespace_of
 from skprior._base import BasePriorClassifier
+from skprior._calibration_checks import warn_if_separable
 from skprior._classwise import (
     fit_dirichlet_calibration,
     fit_vector_scaling,
@@ -301,8 +302,10 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         that of the class biases alone (the label frequencies, ``T -> inf``)
         by a likelihood ratio ``2 n (H - loss)`` below 6.63, the 1% level of
         a chi-square with one degree of freedom (``n`` the effective number
-        of samples, ``H`` the entropy of the label frequencies); or when
-        ``logits`` look like probabilities.
+        of samples, ``H`` the entropy of the label frequencies); when the
+        fitted ``softmax(z / T + b)`` ranks every fit sample's true class
+        first (the data are separable: the loss has no minimum, ``T -> 0``);
+        or when ``logits`` look like probabilities.
 
     See Also
     --------
@@ -353,7 +356,16 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
             f"sample: their bias would go to -infinity. Fit on data that has "
             f"every class, or use fit_temperature (one parameter)."
         )
-    return fit_bcts(d, y, weights)
+    temperature, bias = fit_bcts(d, y, weights)
+    warn_if_separable(
+        lambda block: d[block] / temperature + bias,
+        y,
+        weights,
+        *d.shape,
+        "Bias-corrected temperature scaling",
+        "T -> 0 (and the biases grow with 1 / T)",
+    )
+    return temperature, bias
 
 
 class TemperatureCalibratedClassifier(BasePriorClassifier):

@@ -107,6 +107,8 @@ def cifar_problem(cifar10, n=400):
 # -- exactness against the naive references ----------------------------------------
 
 
+# (a small problem, for scipy's reference: below 10 rows per parameter)
+@pytest.mark.filterwarnings("ignore:.* fits [0-9]+ free parameters on")
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("zeros", [False, True])
 def test_vector_scaling_equals_naive_minimum(bias, zeros):
@@ -352,6 +354,9 @@ def test_apply_functions_reject_bad_parameters():
         softmax_dirichlet_calibration(logits, np.eye(2))
 
 
+# (4 rows that vector scaling separates: its own warnings are tested below)
+@pytest.mark.filterwarnings("ignore:.* fits [0-9]+ free parameters on")
+@pytest.mark.filterwarnings("ignore:.* was fitted on data it separates")
 def test_probabilities_passed_as_logits_warn():
     """Probabilities in place of logits are flagged."""
     proba = np.array([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4], [0.1, 0.9]])

@@ -441,6 +441,79 @@ def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, caps
     assert float(ece.split()[3]) < 0  # the calibration lowers the ECE
 
 
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("nbvs", []),
+        ("vs", []),
+        ("dirichlet", ["--reg-lambda", "0.5", "--reg-mu", "2"]),
+        ("dirichlet", []),
+    ],
+    ids=["nbvs", "vs", "dirichlet given", "dirichlet auto"],
+)
+def test_calibrate_classwise_methods_equal_the_library(
+    files, tmp_path, capsys, method, extra
+):
+    """--method nbvs / vs / dirichlet write what the array functions give."""
+    import skprior
+
+    paths, arrays = files
+    out = tmp_path / "calibrated.npz"
+    code, stdout, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", paths["val"],
+        "--fit-labels", paths["val_labels"], "--method", method, "-o", out, *extra,
+    )  # fmt: skip
+    assert code == 0, stderr
+    fit = np.log(arrays["val"].astype(np.float64))
+    test = np.log(arrays["test"].astype(np.float64))
+    labels = arrays["val_labels"]
+    stored = np.load(out)
+    if method == "dirichlet":
+        reg_lambda = 0.5 if extra else "auto"
+        if reg_lambda == "auto":
+            reg_lambda, _ = skprior.select_dirichlet_regularization(fit, labels)
+        reg_mu = 2.0 if extra else reg_lambda
+        matrix, bias = skprior.fit_dirichlet_calibration(
+            fit, labels, reg_lambda=reg_lambda, reg_mu=reg_mu
+        )
+        expected = skprior.softmax_dirichlet_calibration(test, matrix, bias)
+        np.testing.assert_allclose(stored["matrix"], matrix, rtol=1e-12)
+        assert stored["reg_lambda"] == reg_lambda and stored["reg_mu"] == reg_mu
+        assert f"reg_lambda {reg_lambda:.6g}" in stdout
+    else:
+        weights, bias = skprior.fit_vector_scaling(fit, labels, bias=method == "vs")
+        expected = skprior.softmax_vector_scaling(test, weights, bias)
+        np.testing.assert_allclose(stored["weights"], weights, rtol=1e-12)
+        assert f"class factors from {weights.min():.6g}" in stdout
+    assert f"({method}, fitted on {N_HALF} rows" in stdout
+    np.testing.assert_allclose(stored["proba"], expected, rtol=1e-10)
+
+
+def test_calibrate_warns_on_a_tiny_fit_set(files, tmp_path, capsys):
+    """Vector scaling on 50 rows of 100 classes: the library's warning, on stderr."""
+    paths, arrays = files
+    small, small_labels = tmp_path / "small.npy", tmp_path / "small_labels.npy"
+    np.save(small, arrays["val"][:50])
+    np.save(small_labels, arrays["val_labels"][:50])
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", small,
+        "--fit-labels", small_labels, "--method", "nbvs",
+    )  # fmt: skip
+    # (50 rows cannot hold all 100 classes: the fit is refused, naming the fix)
+    assert code == 2 and "needs every class" in stderr
+    rows = np.concatenate(
+        [np.flatnonzero(arrays["val_labels"] == c)[:2] for c in range(100)]
+    )
+    np.save(small, arrays["val"][rows])
+    np.save(small_labels, arrays["val_labels"][rows])
+    code, _, stderr = run(
+        capsys, "calibrate", paths["test"], "--fit-outputs", small,
+        "--fit-labels", small_labels, "--method", "nbvs",
+    )  # fmt: skip
+    assert code == 0
+    assert "warning: No-bias vector scaling fits 100 free parameters on 200" in stderr
+
+
 def test_calibrate_errors(files, tmp_path, capsys):
     """Mismatched fit files and --diagram without --labels exit with 2."""
     paths, arrays = files
@@ -626,8 +699,12 @@ def test_parser_reads_choices_and_defaults_from_options():
     assert option("adapt", "--method").default == _options.DEFAULT_PRIOR_METHOD
     assert tuple(option("adapt", "--solver").choices) == _options.SOLVERS
     assert tuple(option("calibrate", "--method").choices) == (
-        _options.CALIBRATION_METHODS
+        _options.ESTIMATOR_CALIBRATION_METHODS
     )
+    # (None in the parser, so that a given option can be told from a default)
+    assert option("calibrate", "--reg-lambda").default is None
+    assert str(_options.DEFAULT_REG_LAMBDA) in option("calibrate", "--reg-lambda").help
+    assert str(_options.DEFAULT_REG_MU) in option("calibrate", "--reg-mu").help
     assert option("calibrate", "--method").default == (
         _options.DEFAULT_TEMPERATURE_METHOD
     )
