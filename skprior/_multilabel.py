@@ -391,10 +391,25 @@ def _split_data(value, name):
     if name == "logits":
         # one score per label: the two-class function reads it as logits (0, s)
         return form, [value[:, label] for label in range(n_labels)]
-    return form, [
-        np.column_stack((1 - value[:, label], value[:, label]))
-        for label in range(n_labels)
-    ]
+    return form, _LabelColumns(value)
+
+
+class _LabelColumns:
+    """The two-class ``(1 - p_l, p_l)`` of each label, made when asked.
+
+    Made one label at a time, so that ``per_label`` holds one label's (n, 2)
+    array at a time rather than twice its whole input.
+    """
+
+    def __init__(self, value):
+        self.value = value
+
+    def __len__(self):
+        return self.value.shape[1]
+
+    def __getitem__(self, label):
+        column = self.value[:, label]
+        return np.column_stack((1 - column, column))
 
 
 def _split_stacked(value, name, n_labels, binary_ndim):
@@ -548,10 +563,18 @@ def per_label(func, *args, **kwargs):
             if values is not None:
                 split[name] = values
 
-    results = []
+    kind = _row_results().get(func)
+    results, out = [], None
     for label in range(n_labels):
         for name, values in split.items():
             arguments[name] = values[label]
         with label_warnings(label):
-            results.append(func(*bound.args, **bound.kwargs))
-    return _assemble(results, _row_results().get(func), form)
+            result = func(*bound.args, **bound.kwargs)
+        if kind == "proba" and form != "list":
+            # (one column kept per label, written in place: the (n, 2) goes)
+            if out is None:
+                out = np.empty((result.shape[0], n_labels), dtype=result.dtype)
+            out[:, label] = result[:, -1]
+        else:
+            results.append(result)
+    return out if out is not None else _assemble(results, kind, form)

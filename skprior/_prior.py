@@ -411,5 +411,6 @@ def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None)
         y = check_class_indices(y, n_samples, n_classes, name="proba")
         counts = np.bincount(y, weights=weights, minlength=n_classes)
     else:
-        counts = weights @ proba.astype(np.float64)
+        # (summed in float64 without a float64 copy of the input)
+        counts = np.einsum("i,ik->k", weights, proba, dtype=np.float64)
     return counts / counts.sum()

@@ -358,7 +358,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         )
     temperature, bias = fit_bcts(d, y, weights)
     warn_if_separable(
-        lambda block: d[block] / temperature + bias,
+        lambda block: d.block(block) / temperature + bias,
         y,
         weights,
         *d.shape,
