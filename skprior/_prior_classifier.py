@@ -152,6 +152,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         posterior of every row seen, repeated at each :meth:`update_prior`
         with levels that sum to ``shift_level``; once found, kept until
         :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
+        A shift that starts after a long calm stretch is diluted in that mean
+        and found late; for a stream known to drift pass ``shift_level=None``.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
