@@ -186,7 +186,9 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
     >>> fit_vector_scaling(logits, y, bias=False)[1]
     array([0., 0., 0.])
     """
-    z, _ = check_logits(logits)
+    # (never written to: the solvers read float64 copies of row blocks, so a
+    # float32 batch is not copied whole)
+    z, _ = check_logits(logits, as_float64=False)
     warn_if_probabilities(z)
     n_classes = z.shape[1]
     y = check_class_indices(y, z.shape[0], n_classes)
@@ -276,7 +278,7 @@ def softmax_vector_scaling(logits, weights, bias=None):
 
 def _dirichlet_inputs(logits, y, sample_weight):
     """Floored log-probabilities, labels and weights of the usable rows."""
-    z, _ = check_logits(logits)
+    z, _ = check_logits(logits, as_float64=False)  # (read block by block)
     warn_if_probabilities(z)
     n_classes = z.shape[1]
     y = check_class_indices(y, z.shape[0], n_classes)

@@ -182,7 +182,7 @@ def fit_vs(z, y, weights, has_bias):
     start = np.concatenate([np.ones(n_classes), np.zeros(n_classes * has_bias)])
     curvature_v, curvature_b = np.zeros(n_classes), np.zeros(n_classes)
     for block in row_blocks(*z.shape):
-        rows = z[block]
+        rows = z[block].astype(np.float64)
         c = _softmax_curvature(vector_scaled(rows, scale, None), weights[block])
         curvature_b += c.sum(axis=0)
         np.multiply(c, rows * rows, out=c, where=np.isfinite(rows))
