@@ -34,7 +34,7 @@ memory a few copies of the input at most (<= 5x is counted as PASS here).
 
 Run from the repository root::
 
-    python benchmarks/bench_can_speed.py [--sample 100] [--repeats 7] [--seed 0]
+    python benchmarks/bench_can_speed.py [--sample 100] [--repeats 7] [--seed 0] [--busy]
 """
 
 import argparse
@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import best_time, peak_allocation  # noqa: E402
+from _common import best_time, busy_machine, peak_allocation  # noqa: E402
 from _data import load_model_outputs  # noqa: E402
 
 from skprior import alternating_normalization, topk_entropy  # noqa: E402
@@ -111,7 +111,19 @@ def main():
         help="repeats of each fast timing, best kept (default 7)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="time with a second process keeping one core busy",
+    )
     args = parser.parse_args()
+    with busy_machine(args.busy):
+        if args.busy:
+            print("(timed with a second process keeping one core busy)")
+        run(args)
+
+
+def run(args):
 
     parts = [load_model_outputs(name) for name in NETWORKS]
     proba32 = np.vstack([p for p, _ in parts])
