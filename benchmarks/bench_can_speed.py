@@ -34,7 +34,7 @@ memory a few copies of the input at most (<= 5x is counted as PASS here).
 
 Run from the repository root::
 
-    python benchmarks/bench_can_speed.py [--sample 100] [--repeats 7] [--seed 0] [--busy]
+    python benchmarks/bench_can_speed.py [--sample 100] [--repeats 7] [--busy]
 """
 
 import argparse

@@ -64,6 +64,13 @@ def run_cli(folder, *options):
     return np.load(f"{folder}/out.npy").astype(np.float64), err.getvalue()
 
 
+def normalised_outputs(name):
+    """The stored outputs in float64, rows renormalised, and their labels."""
+    proba, y = load_model_outputs(name)
+    proba = proba.astype(np.float64)
+    return proba / proba.sum(axis=1, keepdims=True), y
+
+
 def nll(proba, y):
     return float(-np.mean(np.log(np.maximum(proba[np.arange(len(y)), y], 1e-300))))
 
@@ -93,9 +100,7 @@ def main():
     )
     print("|---|---|---|---|---|---|")
     for name in CIFAR_OUTPUTS:
-        proba, y = load_model_outputs(name)
-        proba = proba.astype(np.float64)
-        proba /= proba.sum(axis=1, keepdims=True)
+        proba, y = normalised_outputs(name)
         fit, test, y_test = proba[:5000], proba[5000:], y[5000:]
         n_classes = proba.shape[1]
         labels = np.bincount(y[:5000], minlength=n_classes) / 5000
@@ -136,9 +141,7 @@ def streams(n_orders=10, n_batches=100):
     )
     print("|---|---|---|---|")
     for name in CIFAR_OUTPUTS:
-        proba, y = load_model_outputs(name)
-        proba = proba.astype(np.float64)
-        proba /= proba.sum(axis=1, keepdims=True)
+        proba, y = normalised_outputs(name)
         rows = np.arange(len(proba))[:, None]
         model = StoredOutputsClassifier(proba).fit()
         found, deltas = 0, []
