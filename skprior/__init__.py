@@ -23,7 +23,7 @@ _PUBLIC = {
     "PriorEstimate": "skprior._prior",
     "ReliabilityDisplay": "skprior._display",
     "ShiftTest": "skprior._shift",
-    "TemperatureCalibratedClassifier": "skprior._temperature",
+    "TemperatureCalibratedClassifier": "skprior._temperature_classifier",
     "adjust_to_prior": "skprior._prior",
     "alternating_normalization": "skprior._can",
     "effective_train_prior": "skprior._resampling",
