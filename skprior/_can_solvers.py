@@ -329,6 +329,9 @@ def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
         # A reference row of weight w counts as w copies of itself in the
         # column sums (copies stay identical through the iterations).
         log_col_ref = np.log(u_alpha @ power) + shift + alpha * log_v
+        # (blocks x n_reference: let it go before the next one is made, so
+        # that one such array is alive at a time)
+        u_alpha = None
         log_b_alpha = alpha * log_b
         log_col = np.logaddexp(log_col_ref, log_b_alpha)
         empty = np.isneginf(log_col)  # 0 / 0 = 0
@@ -343,10 +346,13 @@ def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
             # New row scale u = 1 / (R h): scaled by its smallest row sum, its
             # alpha-th power is (min / row_sum) ** alpha <= 1 -- a division
             # when alpha = 1, where exp and log would cost ten times more.
-            row_sums = np.exp(log_h - h_shift) @ power.T
-            smallest = row_sums.min(axis=1, keepdims=True)
-            ratio = smallest / row_sums
-            u_alpha = (ratio if alpha == 1 else ratio**alpha) * weight
+            # (in place: u_alpha is the one blocks x n_reference array)
+            u_alpha = np.exp(log_h - h_shift) @ power.T
+            smallest = u_alpha.min(axis=1, keepdims=True)
+            np.divide(smallest, u_alpha, out=u_alpha)
+            if alpha != 1:
+                np.power(u_alpha, alpha, out=u_alpha)
+            u_alpha *= weight
             shift = -alpha * (np.log(smallest) + h_shift)
             log_v = log_h
             log_spread = np.log(u_alpha.min(axis=1)) - np.log(u_alpha.max(axis=1))
