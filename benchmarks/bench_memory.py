@@ -170,6 +170,12 @@ def main():
             (logits, labels),
             {"reg_lambda": 1.0, "reg_mu": 1.0},
         ),
+        (
+            "fit_dirichlet_calibration(reg_lambda='auto')",
+            fit_dirichlet_calibration,
+            (logits, labels),
+            {},
+        ),
     ]
     if args.only:
         cases = [case for case in cases if args.only in case[0]]

@@ -19,6 +19,7 @@ import numpy as np
 
 from skprior._calibration_checks import warn_if_few_rows, warn_if_separable
 from skprior._classwise_solvers import (
+    LogProbaRows,
     dirichlet_scaled,
     fit_dirichlet,
     fit_vs,
@@ -284,8 +285,10 @@ def _dirichlet_inputs(logits, y, sample_weight):
     y = check_class_indices(y, z.shape[0], n_classes)
     weights = check_sample_weight(sample_weight, z.shape[0])
     keep = weights > 0
+    index = None
     if not keep.all():
-        z, y, weights = z[keep], y[keep], weights[keep]
+        index = np.flatnonzero(keep)  # (rows picked as read, z not copied)
+        y, weights = y[index], weights[index]
     _require_every_class(
         y,
         weights,
@@ -293,7 +296,9 @@ def _dirichlet_inputs(logits, y, sample_weight):
         "Dirichlet calibration",
         "Fit on data that has every class, or use fit_temperature.",
     )
-    return floored_log_proba(z), y, weights
+    # float32 logits: float32 log-probabilities, read as float64 row blocks.
+    dtype = np.float32 if z.dtype == np.float32 else np.float64
+    return LogProbaRows(floored_log_proba(z, dtype), index), y, weights
 
 
 @validate_params(
@@ -441,7 +446,7 @@ def fit_dirichlet_calibration(
     free_matrix = matrix if reg_lambda == 0 else np.diag(np.diag(matrix))
     free_bias = bias if reg_mu == 0 else np.zeros(n_classes)
     warn_if_separable(
-        lambda block: dirichlet_scaled(log_proba[block], free_matrix, free_bias),
+        lambda block: dirichlet_scaled(log_proba.block(block), free_matrix, free_bias),
         y,
         weights,
         *log_proba.shape,

@@ -206,15 +206,52 @@ def fit_vs(z, y, weights, has_bias):
 # -- Dirichlet calibration -----------------------------------------------------------
 
 
-def floored_log_proba(z):
-    """``max(log_softmax(z), LOG_PROBA_FLOOR)``, a new float64 array."""
-    out = np.empty(z.shape)
+def floored_log_proba(z, dtype=np.float64):
+    """``max(log_softmax(z), LOG_PROBA_FLOOR)``, a new array of ``dtype``.
+
+    Computed in float64 block by block, whatever ``dtype`` it is stored in.
+    """
+    out = np.empty(z.shape, dtype=dtype)
     for block in row_blocks(*z.shape):
         rows = z[block].astype(np.float64)
         with np.errstate(invalid="ignore", under="ignore"):
             rows -= logsumexp(rows, axis=1, keepdims=True)
         out[block] = np.maximum(rows, LOG_PROBA_FLOOR)
     return out
+
+
+class LogProbaRows:
+    """The features ``log p`` of a Dirichlet fit, read as float64 row blocks.
+
+    ``values`` is kept as it is, never written to: float32 logits give float32
+    log-probabilities (half the size of a float64 copy; the rounding, 6e-8
+    relative, is that of the float32 logits themselves) and each block is
+    converted to float64 for the arithmetic. ``index`` (optional) selects rows
+    of ``values`` -- the fit rows, a cross-validation fold -- without copying
+    them.
+    """
+
+    def __init__(self, values, index=None):
+        self.values = values
+        self.index = index
+        n_rows = len(values) if index is None else len(index)
+        self.shape = (n_rows, values.shape[1])
+
+    def block(self, rows):
+        """Rows ``rows`` (a slice) as float64 (a view when already float64)."""
+        picked = self.values[rows if self.index is None else self.index[rows]]
+        return picked.astype(np.float64, copy=False)
+
+    def blocks(self):
+        """``(slice, rows)`` over the rows, one row block at a time."""
+        for rows in row_blocks(*self.shape):
+            yield rows, self.block(rows)
+
+    def subset(self, index):
+        """The rows ``index`` (integer array) of these rows, without a copy."""
+        return LogProbaRows(
+            self.values, index if self.index is None else self.index[index]
+        )
 
 
 def dirichlet_scaled(log_proba, matrix, bias):
@@ -240,8 +277,8 @@ def dirichlet_loss(params, log_proba, y, weights, reg_lambda, reg_mu):
     matrix = params[: n_classes * n_classes].reshape(n_classes, n_classes)
     bias = params[n_classes * n_classes :]
     loss, grad_m, grad_b = 0.0, np.zeros((n_classes, n_classes)), np.zeros(n_classes)
-    for block in row_blocks(*log_proba.shape):
-        rows, w = log_proba[block], weights[block]
+    for block, rows in log_proba.blocks():
+        w = weights[block]
         u = dirichlet_scaled(rows, matrix, bias)
         block_loss, r = _softmax_residual(u, y[block], w)
         loss += block_loss
@@ -275,8 +312,7 @@ def fit_dirichlet(log_proba, y, weights, reg_lambda, reg_mu, start=None):
     bias = start[n_classes * n_classes :]
     curvature_m = np.zeros((n_classes, n_classes))
     curvature_b = np.zeros(n_classes)
-    for block in row_blocks(*log_proba.shape):
-        rows = log_proba[block]
+    for block, rows in log_proba.blocks():
         c = _softmax_curvature(dirichlet_scaled(rows, matrix, bias), weights[block])
         curvature_b += c.sum(axis=0)
         curvature_m += c.T @ (rows * rows)
@@ -301,8 +337,8 @@ def fit_dirichlet(log_proba, y, weights, reg_lambda, reg_mu, start=None):
 def mean_log_loss(log_proba, y, weights, matrix, bias):
     """Weighted mean log loss of ``softmax(W log p + b)`` (no penalty)."""
     loss = 0.0
-    for block in row_blocks(*log_proba.shape):
-        u = dirichlet_scaled(log_proba[block], matrix, bias)
+    for block, rows in log_proba.blocks():
+        u = dirichlet_scaled(rows, matrix, bias)
         loss += _softmax_residual(u, y[block], weights[block])[0]
     return loss / weights.sum()
 
@@ -324,28 +360,33 @@ def select_dirichlet(log_proba, y, weights, reg_mu=None, grid=DIRICHLET_GRID):
     """
     counts = np.bincount(y, minlength=log_proba.shape[1])
     n_splits = int(min(DIRICHLET_CV_FOLDS, counts.min()))
-    folds = list(
-        StratifiedKFold(n_splits, shuffle=True, random_state=DIRICHLET_CV_SEED).split(
-            log_proba, y
-        )
-    )
+    # Each row's fold, rather than the folds' index arrays (five times the
+    # rows in int64): a fold's indices are made when it is fitted.
+    fold_of_row = np.empty(len(y), dtype=np.int8)
+    splitter = StratifiedKFold(n_splits, shuffle=True, random_state=DIRICHLET_CV_SEED)
+    for f, (_, test) in enumerate(splitter.split(y, y)):
+        fold_of_row[test] = f
     starts = [None] * n_splits
     scores = {}
     total = weights.sum()
     rises = 0
     for value in sorted(grid, reverse=True):
         held_out = 0.0
-        for f, (train, test) in enumerate(folds):
+        for f in range(n_splits):
+            train = np.flatnonzero(fold_of_row != f)
             matrix, bias = fit_dirichlet(
-                log_proba[train],
+                log_proba.subset(train),
                 y[train],
                 weights[train],
                 value,
                 value if reg_mu is None else reg_mu,
                 starts[f],
             )
+            test = np.flatnonzero(fold_of_row == f)
             starts[f] = np.concatenate([matrix.ravel(), bias])
-            loss = mean_log_loss(log_proba[test], y[test], weights[test], matrix, bias)
+            loss = mean_log_loss(
+                log_proba.subset(test), y[test], weights[test], matrix, bias
+            )
             held_out += loss * weights[test].sum()
         best = min(scores.values(), default=np.inf)
         scores[value] = held_out / total

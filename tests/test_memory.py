@@ -22,6 +22,7 @@ from skprior import (
     estimate_source_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
+    fit_dirichlet_calibration,
     fit_temperature,
     fit_vector_scaling,
     per_label,
@@ -90,4 +91,38 @@ def test_peak_memory_is_at_most_twice_the_input(data, name, monkeypatch):
     monkeypatch.setattr(skprior._kernels, "BLOCK_ELEMENTS", 2**16)
     logits, proba, y = data
     ratio = peak_ratio(lambda: CASES[name](logits, proba, y), logits.nbytes)
+    assert ratio <= 2.0, f"{name}: peak {ratio:.2f}x the input"
+
+
+# The slow fits, on smaller batches: CAN with d = 3 costs O(low rows x
+# confident rows x K x d), and a Dirichlet fit has K^2 parameters (on 2**15
+# rows, so that L-BFGS's memory of 4,160 of them stays small against the
+# input, as 10,100 are against 1e6 x 100). reg_lambda="auto" is measured by
+# benchmarks/bench_memory.py at 1e6 x 100 only: its cross-validation splitter,
+# scikit-learn's StratifiedKFold, makes a few int64 arrays of one entry per
+# row, which weigh little against 100 float32 logits per row but as much as the
+# rest of the fit against the few classes a test can afford.
+SLOW_CASES = {
+    "alternating_normalization, d=3, most rows uncertain": (
+        2**13,
+        2**13,
+        lambda z, p, y: alternating_normalization(
+            p, np.full(N_CLASSES, 1 / N_CLASSES), tau=0.5, n_iter=3
+        ),
+    ),
+    "fit_dirichlet_calibration (reg_lambda=1)": (
+        2**15,
+        2**16,
+        lambda z, p, y: fit_dirichlet_calibration(z, y, reg_lambda=1.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SLOW_CASES))
+def test_peak_memory_of_the_slow_fits(data, name, monkeypatch):
+    """The same bound for CAN's iterations and a Dirichlet fit."""
+    n_rows, block_elements, call = SLOW_CASES[name]
+    monkeypatch.setattr(skprior._kernels, "BLOCK_ELEMENTS", block_elements)
+    logits, proba, y = (a[:n_rows].copy() for a in data)
+    ratio = peak_ratio(lambda: call(logits, proba, y), logits.nbytes)
     assert ratio <= 2.0, f"{name}: peak {ratio:.2f}x the input"
