@@ -55,16 +55,21 @@ def warn_if_separable(scores, y, weights, n_rows, n_classes, what, grows):
     ``what`` names the method, ``grows`` what goes to infinity.
     """
     if separates(scores, y, weights, n_rows, n_classes):
-        warn_user(
-            f"{what} was fitted on data it separates: the calibrated "
-            f"probabilities put every fit sample's true class on top, so the "
-            f"log loss keeps decreasing as {grows}, and the fit stopped at an "
-            f"arbitrary point with (nearly) one-hot probabilities that will be "
-            f"over-confident on new data. This happens when the model makes no "
-            f"error on the fit data (its own training data, or a tiny fit "
-            f"set). Calibrate on more held-out data on which the model makes "
-            f"errors."
-        )
+        warn_separable(what, grows)
+
+
+def warn_separable(what, grows):
+    """The warning of :func:`warn_if_separable` (also for the array API path)."""
+    warn_user(
+        f"{what} was fitted on data it separates: the calibrated "
+        f"probabilities put every fit sample's true class on top, so the "
+        f"log loss keeps decreasing as {grows}, and the fit stopped at an "
+        f"arbitrary point with (nearly) one-hot probabilities that will be "
+        f"over-confident on new data. This happens when the model makes no "
+        f"error on the fit data (its own training data, or a tiny fit "
+        f"set). Calibrate on more held-out data on which the model makes "
+        f"errors."
+    )
 
 
 def warn_if_few_rows(weights, n_params, what, fix):

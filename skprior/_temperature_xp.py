@@ -24,6 +24,7 @@ from skprior._array_api import (
     to_host,
     work_dtype,
 )
+from skprior._calibration_checks import warn_separable
 from skprior._temperature_solvers import (
     _HIGH_FACTOR,
     _describe_ec,
@@ -389,7 +390,33 @@ def fit_bias_corrected_temperature_xp(xp, logits, y, sample_weight):
             f"every class, or use fit_temperature (one parameter)."
         )
     temperature, bias = fit_bcts_xp(data)
+    if separates_xp(data, temperature, bias):
+        warn_separable(
+            "Bias-corrected temperature scaling",
+            "T -> 0 (and the biases grow with 1 / T)",
+        )
     return temperature, result_array(xp, bias, data.z)
+
+
+def separates_xp(logits, temperature, bias):
+    """Whether ``d / T + b`` ranks every kept row's true class strictly first.
+
+    :func:`skprior._calibration_checks.separates` in one pass on the device
+    (a tie with another class counts as not separated).
+    """
+    xp = logits.xp
+    bias = from_host(xp, bias, logits.device, logits.dtype)
+
+    def one_block(block):
+        u = logits.shifted(block) / float(temperature) + bias
+        hit = logits.y[block][:, None] == logits.classes[None, :]
+        true = xp.sum(xp.where(hit, u, 0.0), axis=1)
+        other = xp.max(xp.where(hit, -xp.inf, u), axis=1)
+        missed = (logits.weights[block] > 0) & ~(true > other)
+        return (xp.sum(xp.astype(missed, logits.dtype)),)
+
+    (n_missed,) = logits.sum_blocks(one_block)
+    return float(n_missed) == 0
 
 
 def log_of_proba_xp(xp, proba):

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -141,6 +142,27 @@ def test_fit_bias_corrected_temperature(to_backend, dtype, logits_data):
     assert abs(temperature - expected_t) <= 1e-8 * expected_t
     _assert_like(bias, to_backend(logits), expected_b)
     _close(bias, expected_b, dtype, scale=1e4 if dtype == np.float64 else 1)
+
+
+@pytest.mark.parametrize("backend", ["array_api_strict", "torch"])
+def test_bcts_separability_warning_as_on_numpy(backend, logits_data):
+    """BCTS warns on fit data it separates in every namespace, as on NumPy.
+
+    And stays quiet where NumPy does (the held-out ``logits_data``).
+    """
+    to_backend = _convert(backend)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=300)
+    separable = 3 * np.eye(3)[y] + 0.3 * rng.normal(size=(300, 3))
+    with pytest.warns(UserWarning, match="was fitted on data it separates"):
+        fit_bias_corrected_temperature(separable, y)
+    with pytest.warns(UserWarning, match="was fitted on data it separates"):
+        fit_bias_corrected_temperature(to_backend(separable), y)
+    logits, y, weights = logits_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_bias_corrected_temperature(logits, y, sample_weight=weights)
+        fit_bias_corrected_temperature(to_backend(logits), y, sample_weight=weights)
 
 
 # -- prior adaptation ----------------------------------------------------------------

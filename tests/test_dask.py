@@ -139,6 +139,15 @@ def test_fit_bias_corrected_temperature(logits_data):
     np.testing.assert_allclose(bias.compute(), expected_b, atol=1e-8)
 
 
+def test_bcts_on_separable_dask_logits_warns():
+    """The separability warning of BCTS holds on Dask (one more compute)."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=300)
+    separable = 3 * np.eye(3)[y] + 0.3 * rng.normal(size=(300, 3))
+    with pytest.warns(UserWarning, match="was fitted on data it separates"):
+        fit_bias_corrected_temperature(_lazy(separable), y)
+
+
 def test_bbse_and_topk_entropy(outputs):
     """BBSE and the top-k uncertainty equal NumPy's and return Dask arrays."""
     proba = outputs[0]
