@@ -583,7 +583,15 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             )
             self.online_prior_ = self._bbse(self._stream_counts)
         elif isinstance(self._stream_tracker, CumulativePrior):
-            self.online_prior_ = self._stream_tracker.update(proba).prior_.copy()
+            with warnings.catch_warnings():
+                if not self.online_shifted_:
+                    # (predict_proba_online keeps the training prior until
+                    # the stream is found shifted: a noisy estimate is unused)
+                    warnings.filterwarnings(
+                        "ignore", "The stream's prior", category=UserWarning
+                    )
+                tracker = self._stream_tracker.update(proba)
+            self.online_prior_ = tracker.prior_.copy()
         elif self._stream_tracker is not None:
             estimate = self._batch_estimate(proba)
             self.online_prior_ = self._stream_tracker.update(estimate).prior_.copy()

@@ -228,6 +228,12 @@ class CumulativePrior:
         -------
         self : CumulativePrior
             The tracker, with ``prior_`` the estimate from every row so far.
+
+        Warns
+        -----
+        UserWarning
+            When the MLE (``dirichlet_alpha=1``) comes from fewer rows than
+            classes: it is mostly noise, near a vertex of the simplex.
         """
         proba = check_proba(proba)
         n_classes = len(self.train_prior)
@@ -261,6 +267,15 @@ class CumulativePrior:
                     ConvergenceWarning,
                 )
             self.prior_ = prior
+            if self.n_seen_ < n_classes and concentration == 0:
+                warn_user(
+                    f"The stream's prior is the maximum-likelihood estimate from "
+                    f"{self.n_seen_} row(s) for {n_classes} classes: mostly noise "
+                    f"(from a single row, the vertex of the class with the largest "
+                    f"p_k / q_k), and posteriors adjusted to it come out near "
+                    f"one-hot. Adjust only once the stream holds more rows than "
+                    f"classes, or use dirichlet_alpha > 1 (MAP).",
+                )
         else:
             # The E-step from a point 1% of the way to the training prior: a
             # class the estimate has driven to 0 gets its rows' mass back when

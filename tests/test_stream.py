@@ -2,6 +2,7 @@
 stream API of PriorAdaptedClassifier (bounded state, accuracy, references)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -123,6 +124,9 @@ def test_cumulative_without_budget_is_on_line_em():
     np.testing.assert_allclose(tracker.prior_, prior, atol=1e-9)
 
 
+# (The first batches hold fewer rows than classes: their estimate is noise,
+# and warns so; these tests follow the estimate to the end of the stream.)
+@pytest.mark.filterwarnings("ignore:The stream's prior:UserWarning")
 @pytest.mark.parametrize("seed", [0, 1])
 def test_cumulative_is_as_good_as_the_batch_mle_on_a_stationary_stream(cifar100, seed):
     """CIFAR-100 outputs, 1,000 batches of 10 rows at a random prior: the L1
@@ -317,6 +321,9 @@ def test_trackers_never_alias_the_callers_arrays():
     assert before[0].shape == (2,)
 
 
+# (The first batches hold fewer rows than classes: their estimate is noise,
+# and warns so; these tests follow the estimate to the end of the stream.)
+@pytest.mark.filterwarnings("ignore:The stream's prior:UserWarning")
 @pytest.mark.parametrize("budget", [0, 1000])
 def test_cumulative_recovers_a_class_it_drove_to_zero(budget):
     """Hard 0/1 posteriors (trees, kNN) one row at a time: the first rows drive
@@ -331,3 +338,38 @@ def test_cumulative_recovers_a_class_it_drove_to_zero(budget):
         tracker.update(proba[i : i + 1])
     expected = estimate_test_prior(proba, q).prior
     np.testing.assert_allclose(tracker.prior_, expected, atol=1e-3)
+
+
+def test_cumulative_mle_from_fewer_rows_than_classes_warns():
+    """One row's MLE is a vertex: a warning, not a silent near one-hot prior.
+
+    None once the stream holds more rows than classes, or with MAP
+    (``dirichlet_alpha > 1``); the classifier passes it on only when it uses
+    the estimate (a stream found shifted, or ``shift_level=None``).
+    """
+    q = np.full(5, 0.2)
+    row = np.array([[0.01, 0.61, 0.03, 0.18, 0.17]])
+    tracker = CumulativePrior(q)
+    with pytest.warns(UserWarning, match=r"from 1 row\(s\) for 5 classes"):
+        tracker.update(row)
+    assert tracker.prior_.max() > 0.99  # (the vertex the warning names)
+    with pytest.warns(UserWarning, match=r"from 2 row\(s\)"):
+        tracker.update(row)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tracker.update(rng.dirichlet(np.ones(5), size=10))
+        CumulativePrior(q, dirichlet_alpha=2.0).update(row)
+
+    X, y = make_blobs(600, centers=5, random_state=0)
+    model = LogisticRegression().fit(X[:300], y[:300])
+    unused = PriorAdaptedClassifier(model, online="cumulative").fit(X[300:], y[300:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unused.update_prior(X[:1])
+    assert not unused.online_shifted_
+    used = PriorAdaptedClassifier(
+        model, online="cumulative", method="mle", shift_level=None
+    ).fit(X[300:], y[300:])
+    with pytest.warns(UserWarning, match="The stream's prior"):
+        used.update_prior(X[:1])
