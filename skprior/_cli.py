@@ -237,6 +237,21 @@ def _add_can(commands, parent):
     )
 
 
+def can_options(args):
+    """The keywords of ``alternating_normalization`` from ``skprior can``'s options.
+
+    (One list for the in-memory and the out-of-core command, so that an option
+    cannot be honoured by one and dropped by the other.)
+    """
+    return {
+        "k": args.k,
+        "tau": args.tau,
+        "alpha": args.alpha,
+        "n_iter": args.n_iter,
+        "uncertainty": args.uncertainty,
+    }
+
+
 def _add_adapt(commands, parent):
     adapt = _add_command(
         commands,

@@ -14,7 +14,7 @@ column sums, and the result is computed and written to ``--output`` (.npy or
 import os
 from pathlib import Path
 
-from skprior._cli import InputError
+from skprior._cli import InputError, can_options
 from skprior._cli_io import read_outputs
 
 LAZY_SUFFIXES = (".zarr",)
@@ -198,12 +198,6 @@ def can(args, counted_prior, say, library_errors):
         )
     with library_errors():
         adjusted = alternating_normalization(
-            proba,
-            prior,
-            k=args.k,
-            tau=args.tau,
-            alpha=args.alpha,
-            n_iter=args.n_iter,
-            reference=reference,
+            proba, prior, reference=reference, **can_options(args)
         )
     return _finish(args, proba, adjusted, say)

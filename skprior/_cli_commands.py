@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from skprior import _cli_blocks
-from skprior._cli import InputError
+from skprior._cli import InputError, can_options
 from skprior._cli_blocks import wants_out_of_core
 from skprior._cli_demo import demo
 from skprior._cli_io import (
@@ -182,14 +182,7 @@ def _can(args):
     start = time.perf_counter()
     with _library_errors():
         adjusted = alternating_normalization(
-            proba,
-            prior,
-            k=args.k,
-            tau=args.tau,
-            alpha=args.alpha,
-            n_iter=args.n_iter,
-            reference=reference,
-            uncertainty=args.uncertainty,
+            proba, prior, reference=reference, **can_options(args)
         )
     changed = int(np.any(adjusted != proba, axis=1).sum())
     _say(

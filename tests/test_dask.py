@@ -306,6 +306,23 @@ def test_cli_can_zarr_round_trip(tmp_path, outputs):
     np.testing.assert_allclose(np.load(tmp_path / "d.npy"), expected, atol=1e-10)
 
 
+def test_cli_can_out_of_core_honours_every_option(tmp_path, outputs):
+    """Out of core, `skprior can` gives the in-memory command's file for
+    non-default --k, --uncertainty, --tau and --alpha (an option dropped on
+    one path would be a silent wrong answer)."""
+    from skprior._cli import main
+
+    np.save(tmp_path / "p.npy", outputs[0])
+    args = ["can", str(tmp_path / "p.npy"), "--prior", ",".join(["0.1"] * 10)]
+    args += ["--k", "4", "--uncertainty", "max_over_k", "--tau", "0.2"]
+    args += ["--alpha", "2", "-q"]
+    assert main([*args, "-o", str(tmp_path / "memory.npy")]) == 0
+    assert main([*args, "--out-of-core", "-o", str(tmp_path / "blocks.npy")]) == 0
+    in_memory = np.load(tmp_path / "memory.npy")
+    assert np.any(in_memory != outputs[0])
+    np.testing.assert_allclose(np.load(tmp_path / "blocks.npy"), in_memory, atol=1e-10)
+
+
 def test_cli_out_of_core_refuses_diagram(tmp_path, outputs, capsys):
     """--diagram needs the outputs in memory: refused out of core (exit 2)."""
     from skprior._cli import main
