@@ -267,15 +267,6 @@ class CumulativePrior:
                     ConvergenceWarning,
                 )
             self.prior_ = prior
-            if self.n_seen_ < n_classes and concentration == 0:
-                warn_user(
-                    f"The stream's prior is the maximum-likelihood estimate from "
-                    f"{self.n_seen_} row(s) for {n_classes} classes: mostly noise "
-                    f"(from a single row, the vertex of the class with the largest "
-                    f"p_k / q_k), and posteriors adjusted to it come out near "
-                    f"one-hot. Adjust only once the stream holds more rows than "
-                    f"classes, or use dirichlet_alpha > 1 (MAP).",
-                )
         else:
             # The E-step from a point 1% of the way to the training prior: a
             # class the estimate has driven to 0 gets its rows' mass back when
@@ -286,6 +277,17 @@ class CumulativePrior:
                 self.n_seen_ + n_classes * concentration
             )
             self.prior_ = updated / updated.sum()
+        if self.n_seen_ < n_classes and concentration == 0:
+            # (either branch: with a budget below the number of classes the
+            # on-line step runs on such a stream too)
+            warn_user(
+                f"The stream's prior is the maximum-likelihood estimate from "
+                f"{self.n_seen_} row(s) for {n_classes} classes: mostly noise "
+                f"(from a single row, the vertex of the class with the largest "
+                f"p_k / q_k), and posteriors adjusted to it come out near "
+                f"one-hot. Adjust only once the stream holds more rows than "
+                f"classes, or use dirichlet_alpha > 1 (MAP).",
+            )
         leaving = rows.shape[0] - self.budget
         if leaving > 0:
             self._folded = self._folded + responsibility_sums(

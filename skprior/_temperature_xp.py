@@ -409,8 +409,8 @@ def separates_xp(logits, temperature, bias):
 
     def one_block(block):
         u = logits.shifted(block) / float(temperature) + bias
+        true = logits.true_entries(block, u)
         hit = logits.y[block][:, None] == logits.classes[None, :]
-        true = xp.sum(xp.where(hit, u, 0.0), axis=1)
         other = xp.max(xp.where(hit, -xp.inf, u), axis=1)
         missed = (logits.weights[block] > 0) & ~(true > other)
         return (xp.sum(xp.astype(missed, logits.dtype)),)

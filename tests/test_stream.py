@@ -373,3 +373,14 @@ def test_cumulative_mle_from_fewer_rows_than_classes_warns():
     ).fit(X[300:], y[300:])
     with pytest.warns(UserWarning, match="The stream's prior"):
         used.update_prior(X[:1])
+
+
+def test_cumulative_mle_warns_with_a_budget_below_the_classes():
+    """With budget=0 the second row takes the on-line step: it warns too."""
+    tracker = CumulativePrior(np.full(5, 0.2), budget=0)
+    row = np.array([[0.01, 0.61, 0.03, 0.18, 0.17]])
+    with pytest.warns(UserWarning, match=r"from 1 row\(s\)"):
+        tracker.update(row)
+    assert tracker.n_folded_ == 1
+    with pytest.warns(UserWarning, match=r"from 2 row\(s\)"):
+        tracker.update(row)
