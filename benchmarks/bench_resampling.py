@@ -8,6 +8,11 @@ untouched test set (50%), over several seeds. On the training half:
   (every class cut to the size of the rarest, drawn with the split's seed),
   inside an imbalanced-learn pipeline;
 * "class_weight": the same model with ``class_weight="balanced"``;
+* "bagged undersampling": imbalanced-learn's ``BalancedBaggingClassifier``
+  with its defaults (10 members, each fitted on a bootstrap sample of the
+  training half under-sampled to balance) around the same model, so that the
+  rows one under-sample throws away are seen by other members (Wallace and
+  Dahabreh, ICDM 2012);
 * "no resampling, same rows" (a control): the same model on as many rows as
   undersampling keeps, drawn stratified from the training half (skipped where
   that leaves a class out).
@@ -17,7 +22,11 @@ Each resampled or weighted model is scored on the test set as it is
 (:func:`skprior.effective_train_prior`, from the fitted sampler's
 ``sampling_strategy_`` or from ``class_weight``) back to the training label
 frequencies ("corrected"). The script checks that ``sampling_strategy_`` gives
-the class counts the sampler really kept (``sample_indices_``).
+the class counts the sampler really kept (``sample_indices_``), and that every
+member of the bagged model saw the classes it was given equally often, so
+that its effective prior is uniform. (A bootstrap sample can miss a class with
+a handful of training rows; that member then gives the class probability 0,
+which no prior correction restores.)
 
 Two regularisation protocols for the undersampled model (``--protocol``):
 
@@ -25,7 +34,8 @@ Two regularisation protocols for the undersampled model (``--protocol``):
   would write it. Its objective is ``C * sum(loss) + |w|^2 / 2``: on fewer
   rows the same C regularises more, which pulls the probabilities towards
   the intercept, a bias that no prior correction undoes.
-* ``per-row``: the undersampled model gets ``C * n_train / n_kept``, so the
+* ``per-row``: the undersampled model (and each member of the bagged one,
+  which sees about as many rows) gets ``C * n_train / n_kept``, so the
   penalty weighs the same against the *mean* log-loss per row for every model
   (class weights keep every row and "balanced" weights sum to n_train, so the
   class-weighted model is the same in both).
@@ -50,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 import sklearn
+from imblearn.ensemble import BalancedBaggingClassifier
 from imblearn.pipeline import make_pipeline as make_imb_pipeline
 from imblearn.under_sampling import RandomUnderSampler
 from sklearn.linear_model import LogisticRegression
@@ -146,6 +157,23 @@ def run_seed(X, y, seed, protocol):
     out["class_weight, uncorrected"] = scores(y_test, proba)
     out["class_weight, corrected"] = scores(
         y_test, adjust_to_prior(proba, q_eff, prior)
+    )
+
+    bagged = make_imb_pipeline(
+        StandardScaler(), BalancedBaggingClassifier(logistic(C), random_state=seed)
+    ).fit(X_train, y_train)
+    bag = bagged[-1]
+    for member, rows in zip(bag.estimators_, bag.estimators_samples_, strict=True):
+        q_member = effective_train_prior(
+            y_train[rows], resampled_counts=member[0].sampling_strategy_
+        )
+        # Balanced: every class the member was given, equally often.
+        np.testing.assert_allclose(q_member, 1 / q_member.size, rtol=1e-12)
+    proba = bagged.predict_proba(X_test)
+    uniform = np.full(prior.size, 1 / prior.size)
+    out["bagged undersampling, uncorrected"] = scores(y_test, proba)
+    out["bagged undersampling, corrected"] = scores(
+        y_test, adjust_to_prior(proba, uniform, prior)
     )
     return out, n_kept, y_train.size
 
