@@ -39,7 +39,7 @@ from skprior._prior_solvers import (
     rlls_from_frequencies,
 )
 from skprior._shift import ShiftTest
-from skprior._shift_solvers import NoShiftReference
+from skprior._shift_solvers import NoShiftReference, StreamShiftMonitor
 from skprior._stream import FLHFTL, CumulativePrior, FollowTheHistory
 from skprior._stream_solvers import unbiased_bbse
 from skprior._validation import (
@@ -149,11 +149,13 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     online_shifted_ : bool
         Whether the stream since ``fit`` or :meth:`reset_prior` has been found
         shifted from the ``fit`` data (the test of ``shift_level`` on the mean
-        posterior of every row seen, repeated at each :meth:`update_prior`
-        with levels that sum to ``shift_level``; once found, kept until
-        :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
-        A shift that starts after a long calm stretch is diluted in that mean
-        and found late; for a stream known to drift pass ``shift_level=None``.
+        posterior of every row seen, at each :meth:`update_prior`, and on that
+        of the latest segment of at least ``max(100, 10 * n_classes)`` rows,
+        each time one fills, with levels that sum to ``shift_level``; once
+        found, kept until :meth:`reset_prior`): :meth:`predict_proba_online`
+        adapts only then. When only the segment is found shifted, the change
+        began after the calm rows before it, and the on-line estimate starts
+        again from the batch where it was found.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
@@ -487,8 +489,13 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         self.n_seen_ = 0
         self.online_shifted_ = self.method == "known" or self.shift_level is None
         self._stream_params = self._online_params()
-        self._stream_posterior_sum = np.zeros(len(self.classes_))
-        self._stream_tests = 0
+        self._stream_monitor = (
+            None
+            if self.online_shifted_
+            else StreamShiftMonitor(
+                self._no_shift, self.shift_level, len(self.classes_)
+            )
+        )
         self._stream_counts = None
         self._stream_tracker = None
         if self.method == "known":
@@ -546,8 +553,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         per-batch estimates. State and time per call do not grow with the
         stream. Until the stream is found shifted from the ``fit`` data
         (``online_shifted_``, the test of ``shift_level`` on the mean posterior
-        of every row seen), :meth:`predict_proba_online` keeps the training
-        prior. :meth:`predict_proba` is not affected.
+        of every row seen and of the latest segment of rows),
+        :meth:`predict_proba_online` keeps the training prior; a shift found
+        in the latest segment only restarts the on-line estimate from ``X``
+        (as :meth:`reset_prior` would). :meth:`predict_proba` is not affected.
 
         Parameters
         ----------
@@ -565,18 +574,19 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         if not self.online_shifted_ and self.shift_level is None:
             self.online_shifted_ = True  # (set to None after the stream began)
         elif not self.online_shifted_:
-            # The test of predict_proba, on every row of the stream so far: a
-            # stream without shift is not adapted (a miscalibrated model's
-            # estimate drifts away from the prior with no shift at all). The
-            # j-th test is run at shift_level * 6 / (pi^2 j^2), so that the
-            # chance of ever declaring a stream without shift shifted stays
-            # below shift_level (a union bound over the tests).
-            self._stream_posterior_sum += column_sums(proba)
-            self._stream_tests += 1
-            mean = self._stream_posterior_sum / self.n_seen_
-            pvalue = self._no_shift.test(mean, self.n_seen_)[1]
-            level = self.shift_level * 6 / (np.pi * self._stream_tests) ** 2
-            self.online_shifted_ = bool(pvalue <= level)
+            # The test of predict_proba, on the stream so far and on its
+            # latest segment: a stream without shift is not adapted (a
+            # miscalibrated model's estimate drifts away from the prior with
+            # no shift at all).
+            found = self._stream_monitor.update(column_sums(proba), proba.shape[0])
+            if found == "recent":
+                # The shift began after the calm rows before this segment:
+                # the on-line estimate starts again from this batch, as
+                # reset_prior() then update_prior(X) would, so that it does
+                # not average the calm stretch in.
+                self.reset_prior()
+                self.n_seen_ = proba.shape[0]
+            self.online_shifted_ = found is not None
         if self._stream_counts is not None:
             self._stream_counts = self._stream_counts + np.bincount(
                 proba.argmax(axis=1), minlength=len(self.classes_)

@@ -13,6 +13,7 @@ from skprior import (
     estimate_test_prior,
     label_shift_test,
 )
+from skprior._shift_solvers import StreamShiftMonitor
 from tests.conftest import load_model_outputs
 
 
@@ -252,23 +253,125 @@ def test_shifted_stream_is_adapted_and_reset_forgets():
     assert not wrapper.reset_prior().online_shifted_
 
 
+def _naive_stream_flags(proba, reference, batches, level=0.01, segment_rows=100):
+    """Per update: is the stream found shifted, and by which test (a loop).
+
+    The j-th test of every row so far, and the s-th test of the latest segment
+    (consecutive batches of at least ``segment_rows`` rows, tested when it
+    fills), each at ``level * 3 / (pi^2 j^2)``.
+    """
+    flags, seen, segment, n_segments = [], [], [], 0
+    for j, batch in enumerate(batches, start=1):
+        seen += list(batch)
+        segment += list(batch)
+        found = None
+        if (
+            label_shift_test(proba[seen], reference).pvalue
+            <= level * 3 / (np.pi * j) ** 2
+        ):
+            found = "stream"
+        elif len(segment) >= segment_rows:
+            n_segments += 1
+            pvalue = label_shift_test(proba[segment], reference).pvalue
+            if pvalue <= level * 3 / (np.pi * n_segments) ** 2:
+                found = "recent"
+            segment = []
+        flags.append(found)
+        if found:
+            break
+    return flags
+
+
+def test_shift_after_a_calm_stretch_is_found_by_the_segment_test():
+    """2,500 rows without shift, then the classes 0-4 only (WideResNet /
+    CIFAR-10, 49-row batches): the mean of every row dilutes the change, and
+    that test alone found it after 441 shifted rows. The segment test finds
+    it within 150 (the naive loop agrees), and the on-line estimate restarts
+    at the batch where it was found: it equals that of a stream adapted from
+    the start (shift_level=None) given only the batches from there on."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    rng = np.random.default_rng(0)
+    calm = rng.permutation(np.arange(5000, 7500))
+    shifted = rng.permutation(np.flatnonzero(y[7500:] < 5) + 7500)
+    batches = np.array_split(calm, 50) + np.array_split(shifted, 25)
+    expected = _naive_stream_flags(proba, proba[:5000], batches)
+    assert expected[-1] == "recent"
+    found_at = len(expected) - 1
+    assert found_at >= 50  # (the calm stretch is left alone)
+    assert sum(len(b) for b in batches[50 : found_at + 1]) <= 150
+
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    for j, batch in enumerate(batches):
+        wrapper.update_prior(rows[batch])
+        assert wrapper.online_shifted_ == (j >= found_at)
+        if j >= found_at:
+            always.update_prior(rows[batch])
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+    assert wrapper.n_seen_ == always.n_seen_
+    truth = np.bincount(y[shifted], minlength=10) / shifted.size
+    assert np.abs(wrapper.online_prior_ - truth).sum() < 0.1
+
+
 def test_stream_test_matches_a_naive_loop():
     """At the j-th update the stream is found shifted when label_shift_test of
-    every row so far against the fit posteriors has, at some j' <= j, a p-value
-    at most shift_level * 6 / (pi^2 j'^2) (levels that sum to shift_level)."""
+    every row so far against the fit posteriors has a p-value at most
+    shift_level * 3 / (pi^2 j^2), or that of the latest segment of >= 100 rows
+    (10 classes) at most shift_level * 3 / (pi^2 s^2) for the s-th segment:
+    levels that sum to shift_level."""
     proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
     rng = np.random.default_rng(0)
     # a mild shift: class 0 under-represented, so that the test rejects late
     pool = np.flatnonzero(y[5000:] != 0) + 5000
     extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
     stream = rng.permutation(np.concatenate([pool[:2500], extra]))
+    batches = np.array_split(stream, 40)
+    expected = _naive_stream_flags(proba, proba[:5000], batches)
     wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
-    expected, flags = False, []
-    for j, batch in enumerate(np.array_split(stream, 40), start=1):
+    for found, batch in zip(expected, batches, strict=False):
         wrapper.update_prior(rows[batch])
-        seen = stream[: sum(len(b) for b in np.array_split(stream, 40)[:j])]
-        pvalue = label_shift_test(proba[seen], proba[:5000]).pvalue
-        expected = expected or pvalue <= 0.01 * 6 / (np.pi * j) ** 2
-        assert wrapper.online_shifted_ == expected
-        flags.append(expected)
-    assert 0 < sum(flags) < len(flags)  # (the stream is found shifted midway)
+        assert wrapper.online_shifted_ == (found is not None)
+    assert expected[-1] == "stream"  # found shifted midway, by every row so far
+    assert 1 < len(expected) < len(batches)
+
+
+class _QueuedPvalues:
+    """A no-shift reference whose test returns the next of given p-values."""
+
+    def __init__(self, pvalues):
+        self.pvalues = list(pvalues)
+        self.rows_tested = []
+
+    def test(self, mean, n_rows):
+        self.rows_tested.append(n_rows)
+        return 0.0, self.pvalues.pop(0), 1
+
+
+@pytest.mark.parametrize(
+    ("pvalues", "expected", "rows_tested"),
+    [
+        # level 1: the j-th tests at 0.304, 0.076, 0.0338, 0.019 (3 / pi^2 j^2)
+        ([0.31, 0.08, 0.30], [None, "recent"], [1, 2, 2]),
+        ([0.31, 0.07], [None, "stream"], [1, 2]),
+        (
+            [0.31, 0.08, 0.31, 0.04, 0.018],
+            [None, None, None, "stream"],
+            [1, 2, 2, 3, 4],
+        ),
+        (
+            [0.31, 0.08, 0.31, 0.04, 0.08, 0.075],
+            [None, None, None, "recent"],
+            [1, 2, 2, 3, 4, 2],
+        ),
+    ],
+)
+def test_stream_monitor_levels(pvalues, expected, rows_tested):
+    """The j-th test of every row so far and the s-th test of a full segment
+    (here 2 rows, one row per batch) run at level * 3 / (pi^2 j^2): the levels
+    of both sequences sum to the level. A segment starts empty after its test."""
+    reference = _QueuedPvalues(pvalues)
+    monitor = StreamShiftMonitor(reference, 1.0, n_classes=2, segment_rows=2)
+    found = [monitor.update(np.array([0.5, 0.5]), 1) for _ in expected]
+    assert found == expected
+    assert not reference.pvalues  # every given p-value was used
+    assert reference.rows_tested == rows_tested
