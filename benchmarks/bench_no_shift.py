@@ -24,8 +24,11 @@ mean log loss (NLL) of the test batch against its unadapted posteriors, for
 And the same for streams: ``PriorAdaptedClassifier.update_prior`` over the
 test half in 100 batches (10 random orders), ``predict_proba_online`` adapting
 only once the stream is found shifted (``online_shifted_``); how many of the
-10 no-shift streams were ever declared shifted, and after how many rows a
-shifted stream (the classes of the first half only) was.
+10 no-shift streams were ever declared shifted, and of 10 longer ones redrawn
+from the fit half; after how many rows a shifted stream (the classes of the
+first half only) was; and a late shift, the same classes after 2,500 rows
+without shift: after how many of its rows it was found, and how far the
+on-line estimate ends from the shifted rows' class frequencies (L1).
 
 Run: ``python benchmarks/bench_no_shift.py``.
 """
@@ -129,45 +132,84 @@ def main():
         )
 
 
-def streams(n_orders=10, n_batches=100):
+def _found_after(wrapper, rows, batches, *, feed_all=False):
+    """Rows of ``batches`` given to ``update_prior`` until the stream was found
+    shifted (None if never); with ``feed_all`` the rest is given too."""
+    seen, found = 0, None
+    for batch in batches:
+        wrapper.update_prior(rows[batch])
+        seen += len(batch)
+        if found is None and wrapper.online_shifted_:
+            found = seen
+            if not feed_all:
+                break
+    return found
+
+
+def streams(n_orders=10, n_batches=100, n_long=10, long_rows=10_000):
     print(
         "\nStreams: the test half in 100 batches after a fit on rows 0-4,999 "
-        "(default PriorAdaptedClassifier, online='cumulative').\n"
+        "(default PriorAdaptedClassifier, online='cumulative'). Long streams: "
+        f"{long_rows:,} rows drawn with replacement from the fit half (no shift "
+        "by construction), in batches of 50. Late shift: 2,500 rows of the test "
+        "half without shift, then the test half's rows of the first half of "
+        "the classes, in batches of 50 (rows 7,500-9,999); L1: the on-line "
+        "estimate at the end against those rows' class frequencies.\n"
     )
     print(
         "| outputs | no-shift streams found shifted | Δ of predict_proba_online "
-        "after the stream | shifted stream (first half of the classes) found "
-        "shifted after |"
+        "after the stream | long no-shift streams found shifted | shifted "
+        "stream (first half of the classes) found shifted after | late shift "
+        "found after (shifted rows) | late shift: L1 at the end |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name in CIFAR_OUTPUTS:
         proba, y = normalised_outputs(name)
         rows = np.arange(len(proba))[:, None]
         model = StoredOutputsClassifier(proba).fit()
-        found, deltas = 0, []
-        for seed in range(n_orders):
-            wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
-            order = np.random.default_rng(seed).permutation(np.arange(5000, 10000))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+        found, deltas, found_long = 0, [], 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for seed in range(n_orders):
+                wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+                rng = np.random.default_rng(seed)
+                order = rng.permutation(np.arange(5000, 10000))
                 for batch in np.array_split(order, n_batches):
                     wrapper.update_prior(rows[batch])
                 out = wrapper.predict_proba_online(rows[5000:])
-            found += wrapper.online_shifted_
-            deltas.append(changes(proba[5000:], out, y[5000:]))
-        n_classes = proba.shape[1]
-        shifted = np.flatnonzero(y[5000:] < n_classes // 2) + 5000
-        wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
-        seen = 0
-        for batch in np.array_split(shifted, n_batches // 2):
-            wrapper.update_prior(rows[batch])
-            seen += len(batch)
-            if wrapper.online_shifted_:
-                break
+                found += wrapper.online_shifted_
+                deltas.append(changes(proba[5000:], out, y[5000:]))
+            for seed in range(n_long):
+                wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+                draws = np.random.default_rng(seed).integers(0, 5000, long_rows)
+                found_long += (
+                    _found_after(wrapper, rows, np.split(draws, long_rows // 50))
+                    is not None
+                )
+            n_classes = proba.shape[1]
+            shifted = np.flatnonzero(y[5000:] < n_classes // 2) + 5000
+            wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+            seen = _found_after(wrapper, rows, np.array_split(shifted, n_batches // 2))
+            rng = np.random.default_rng(0)
+            calm = rng.permutation(np.arange(5000, 7500))
+            late = rng.permutation(np.flatnonzero(y[7500:] < n_classes // 2) + 7500)
+            late_batches = np.array_split(late, max(1, late.size // 50))
+            wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+            calm_found = _found_after(wrapper, rows, np.array_split(calm, 50))
+            late_found = _found_after(wrapper, rows, late_batches, feed_all=True)
+            truth = np.bincount(y[late], minlength=n_classes) / late.size
+            l1 = np.abs(wrapper.online_prior_ - truth).sum()
         worst = max(deltas, key=lambda cell: abs(float(cell.split(" / ")[0])))
+        if calm_found is not None:
+            late_cell = f"found in the calm part ({calm_found} rows)"
+        elif late_found is None:
+            late_cell = f"not found in {late.size:,}"
+        else:
+            late_cell = f"{late_found:,} of {late.size:,}"
         print(
             f"| {name} | {found} of {n_orders} | {worst} (the largest of "
-            f"{n_orders}) | {seen} rows |"
+            f"{n_orders}) | {found_long} of {n_long} | {seen} rows | {late_cell} "
+            f"| {l1:.3f} |"
         )
 
 
