@@ -119,6 +119,29 @@ def page_blocks():
     return load_pmlb("page_blocks")
 
 
+def _halves(X, y):
+    return train_test_split(X, y, train_size=0.5, stratify=y, random_state=0)
+
+
+def _full_model_scores(X_train, y_train, X_test, y_test):
+    """(log-loss, ECE) on the test half of the model trained without resampling."""
+    plain = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
+    return _scores(y_test, plain.fit(X_train, y_train).predict_proba(X_test))
+
+
+def _undersampled_and_corrected(X_train, y_train, X_test):
+    """Test probabilities of one model trained under-sampled to balance, and
+    those corrected from the sampler's counts back to the training prior."""
+    under = make_imb_pipeline(
+        StandardScaler(),
+        RandomUnderSampler(random_state=0),
+        LogisticRegression(max_iter=5000),
+    ).fit(X_train, y_train)
+    proba = under.predict_proba(X_test)
+    q_eff = effective_train_prior(y_train, resampled_counts=under[1].sampling_strategy_)
+    return proba, adjust_to_prior(proba, q_eff, effective_train_prior(y_train))
+
+
 def _scores(y, proba):
     return log_loss(y, proba, labels=np.arange(proba.shape[1])), (
         expected_calibration_error(y, proba)
@@ -138,19 +161,9 @@ def test_undersampling_corrected_is_calibrated_on_the_original(page_blocks, bina
     X, y = page_blocks
     if binary:
         y = (y != 0).astype(int)
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, train_size=0.5, stratify=y, random_state=0
-    )
-    plain = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
-    reference = _scores(y_test, plain.fit(X_train, y_train).predict_proba(X_test))
-    under = make_imb_pipeline(
-        StandardScaler(),
-        RandomUnderSampler(random_state=0),
-        LogisticRegression(max_iter=5000),
-    ).fit(X_train, y_train)
-    proba = under.predict_proba(X_test)
-    q_eff = effective_train_prior(y_train, resampled_counts=under[1].sampling_strategy_)
-    corrected = adjust_to_prior(proba, q_eff, effective_train_prior(y_train))
+    X_train, X_test, y_train, y_test = _halves(X, y)
+    reference = _full_model_scores(X_train, y_train, X_test, y_test)
+    proba, corrected = _undersampled_and_corrected(X_train, y_train, X_test)
     before, after = _scores(y_test, proba), _scores(y_test, corrected)
     assert after[0] < before[0] and after[1] < before[1]
     if binary:
@@ -173,11 +186,8 @@ def test_bagged_undersampling_corrected_matches_the_full_model():
     log-loss than one undersampled model corrected alike.
     """
     X, y = load_pmlb("ann_thyroid")
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, train_size=0.5, stratify=y, random_state=0
-    )
-    full = make_pipeline(StandardScaler(), LogisticRegression(max_iter=10000))
-    reference = _scores(y_test, full.fit(X_train, y_train).predict_proba(X_test))
+    X_train, X_test, y_train, y_test = _halves(X, y)
+    reference = _full_model_scores(X_train, y_train, X_test, y_test)
     bagged = make_pipeline(
         StandardScaler(),
         BalancedBaggingClassifier(LogisticRegression(max_iter=10000), random_state=0),
@@ -194,19 +204,8 @@ def test_bagged_undersampling_corrected_matches_the_full_model():
     assert abs(after[0] - reference[0]) < 0.01
     assert abs(after[1] - reference[1]) < 0.01
 
-    single = make_imb_pipeline(
-        StandardScaler(),
-        RandomUnderSampler(random_state=0),
-        LogisticRegression(max_iter=10000),
-    ).fit(X_train, y_train)
-    q_eff = effective_train_prior(
-        y_train, resampled_counts=single[1].sampling_strategy_
-    )
     single_after = _scores(
-        y_test,
-        adjust_to_prior(
-            single.predict_proba(X_test), q_eff, effective_train_prior(y_train)
-        ),
+        y_test, _undersampled_and_corrected(X_train, y_train, X_test)[1]
     )
     assert abs(after[0] - reference[0]) < abs(single_after[0] - reference[0])
 
@@ -214,9 +213,7 @@ def test_bagged_undersampling_corrected_matches_the_full_model():
 def test_class_weight_corrected_by_the_wrapper(page_blocks):
     """class_weight="balanced" undone by PriorAdaptedClassifier(method="known")."""
     X, y = page_blocks
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, train_size=0.5, stratify=y, random_state=0
-    )
+    X_train, X_test, y_train, y_test = _halves(X, y)
     weighted = make_pipeline(
         StandardScaler(), LogisticRegression(max_iter=5000, class_weight="balanced")
     ).fit(X_train, y_train)
