@@ -167,13 +167,14 @@ class StreamShiftMonitor:
         self.segment_rows = (
             max(100, 10 * n_classes) if segment_rows is None else segment_rows
         )
-        self._stream = [np.zeros(n_classes), 0, 0]  # posterior sum, rows, tests
-        self._segment = [np.zeros(n_classes), 0, 0]
+        self._stream = _TestedRows(n_classes)
+        self._segment = _TestedRows(n_classes)
 
-    def _test(self, state):
-        state[2] += 1
-        pvalue = self.reference.test(state[0] / state[1], state[1])[1]
-        return pvalue <= self.level * 3 / (np.pi * state[2]) ** 2
+    def _rejects(self, rows):
+        """The next test of the sequence ``rows`` belongs to, on its rows."""
+        rows.tests += 1
+        pvalue = self.reference.test(rows.posterior_sum / rows.n, rows.n)[1]
+        return pvalue <= self.level * 3 / (np.pi * rows.tests) ** 2
 
     def update(self, batch_sum, n_rows):
         """Add a batch (its posterior column sums and row count).
@@ -181,14 +182,30 @@ class StreamShiftMonitor:
         Returns ``"stream"`` when the stream so far is found shifted,
         ``"recent"`` when only the latest segment is, else None.
         """
-        for state in (self._stream, self._segment):
-            state[0] += batch_sum
-            state[1] += n_rows
-        if self._test(self._stream):
+        self._stream.add(batch_sum, n_rows)
+        self._segment.add(batch_sum, n_rows)
+        if self._rejects(self._stream):
             return "stream"
-        if self._segment[1] < self.segment_rows:
+        if self._segment.n < self.segment_rows:
             return None
-        recent = self._test(self._segment)
-        self._segment[0][:] = 0
-        self._segment[1] = 0
+        recent = self._rejects(self._segment)
+        self._segment.empty()
         return "recent" if recent else None
+
+
+class _TestedRows:
+    """Posterior sum and count of some rows, and how often they were tested."""
+
+    def __init__(self, n_classes):
+        self.posterior_sum = np.zeros(n_classes)
+        self.n = 0
+        self.tests = 0
+
+    def add(self, batch_sum, n_rows):
+        self.posterior_sum += batch_sum
+        self.n += n_rows
+
+    def empty(self):
+        """Forget the rows; the count of tests goes on."""
+        self.posterior_sum[:] = 0
+        self.n = 0
