@@ -149,13 +149,15 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     online_shifted_ : bool
         Whether the stream since ``fit`` or :meth:`reset_prior` has been found
         shifted from the ``fit`` data (the test of ``shift_level`` on the mean
-        posterior of every row seen, at each :meth:`update_prior`, and on that
-        of the latest segment of at least ``max(100, 10 * n_classes)`` rows,
-        each time one fills, with levels that sum to ``shift_level``; once
-        found, kept until :meth:`reset_prior`): :meth:`predict_proba_online`
-        adapts only then. When only the segment is found shifted, the change
-        began after the calm rows before it, and the on-line estimate starts
-        again from the batch where it was found.
+        posterior of every row seen, at each :meth:`update_prior` once there
+        are ``max(50, n_classes)``, and on that of the latest segment of at
+        least ``max(100, 10 * n_classes)`` rows, each time one fills, with
+        levels that sum to ``shift_level``; once found, kept until
+        :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
+        If the rows before the latest segment are not found shifted, the
+        change began in it, and the on-line estimate starts again from the
+        batch where the shift was found (the segment's earlier batches are not
+        kept).
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
@@ -492,9 +494,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         self._stream_monitor = (
             None
             if self.online_shifted_
-            else StreamShiftMonitor(
-                self._no_shift, self.shift_level, len(self.classes_)
-            )
+            else StreamShiftMonitor(self._no_shift, len(self.classes_))
         )
         self._stream_counts = None
         self._stream_tracker = None
@@ -554,8 +554,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         stream. Until the stream is found shifted from the ``fit`` data
         (``online_shifted_``, the test of ``shift_level`` on the mean posterior
         of every row seen and of the latest segment of rows),
-        :meth:`predict_proba_online` keeps the training prior; a shift found
-        in the latest segment only restarts the on-line estimate from ``X``
+        :meth:`predict_proba_online` keeps the training prior; a shift that
+        began in the latest segment restarts the on-line estimate from ``X``
         (as :meth:`reset_prior` would). :meth:`predict_proba` is not affected.
 
         Parameters
@@ -578,12 +578,14 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             # latest segment: a stream without shift is not adapted (a
             # miscalibrated model's estimate drifts away from the prior with
             # no shift at all).
-            found = self._stream_monitor.update(column_sums(proba), proba.shape[0])
+            found = self._stream_monitor.update(
+                column_sums(proba), proba.shape[0], self.shift_level
+            )
             if found == "recent":
-                # The shift began after the calm rows before this segment:
-                # the on-line estimate starts again from this batch, as
-                # reset_prior() then update_prior(X) would, so that it does
-                # not average the calm stretch in.
+                # The shift began after the rows before the latest segment,
+                # which look calm: the on-line estimate starts again from this
+                # batch, as reset_prior() then update_prior(X) would, so that
+                # it does not average the calm stretch in.
                 self.reset_prior()
                 self.n_seen_ = proba.shape[0]
             self.online_shifted_ = found is not None

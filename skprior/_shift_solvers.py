@@ -147,50 +147,73 @@ class StreamShiftMonitor:
     """Whether a stream has left its no-shift reference, tested batch by batch.
 
     Two sequences of tests of :class:`NoShiftReference`: the mean posterior of
-    every row so far, after each batch (a shift present from the start), and
-    that of the latest *segment*, consecutive batches of at least
-    ``segment_rows`` rows, after each segment fills (a shift that begins after
-    a calm stretch, which the mean of every row dilutes). The ``j``-th test of
-    each sequence runs at ``level * 3 / (pi^2 j^2)``: the levels of both sum
-    to ``level``, so a stream without shift is ever declared shifted with
-    probability at most ``level`` (a union bound), however long it runs.
-    Segments hold at least ``max(100, 10 * n_classes)`` rows by default: the
-    F tail of the statistic rests on the central limit theorem, and a few
-    dozen rows of a weak 100-class model's posteriors are too few for it (on
-    LeNet-5 / CIFAR-100, 50-row segments declared 3 of 10 streams without
-    shift shifted at level 0.01). State: two vectors of ``n_classes``.
+    every row so far, after each batch once the stream holds ``stream_rows``
+    rows (a shift present from the start), and that of the latest *segment*,
+    consecutive batches of at least ``segment_rows`` rows, each time a segment
+    fills (a shift that begins after a calm stretch, which the mean of every
+    row dilutes). The ``j``-th test of each sequence runs at
+    ``level * 3 / (pi^2 j^2)``: the levels of both sum to ``level``, so that a
+    stream without shift is ever declared shifted with probability at most
+    ``level`` (a union bound) -- as far as the F tail of each test holds. That
+    tail rests on the central limit theorem, which a mean of a few rows of a
+    weak many-class model does not reach, hence the floors: at least
+    ``max(50, n_classes)`` rows for the first test of the stream and
+    ``max(100, 10 * n_classes)`` per segment (LeNet-5 / CIFAR-100, level 0.01:
+    a test after every row declared 17 of 40 streams without shift shifted,
+    50-row segments 3 of 10).
+
+    When a test finds the stream shifted, the rows before the latest segment
+    say where the shift began: if they are not found shifted themselves (at
+    ``level``, one test), it began in the segment (``"recent"``); else, or if
+    there are none, it was there before (``"stream"``). State: a few vectors
+    of ``n_classes``.
     """
 
-    def __init__(self, reference, level, n_classes, segment_rows=None):
+    def __init__(self, reference, n_classes, segment_rows=None, stream_rows=None):
         self.reference = reference
-        self.level = level
         self.segment_rows = (
             max(100, 10 * n_classes) if segment_rows is None else segment_rows
         )
+        self.stream_rows = max(50, n_classes) if stream_rows is None else stream_rows
         self._stream = _TestedRows(n_classes)
         self._segment = _TestedRows(n_classes)
 
-    def _rejects(self, rows):
+    def _pvalue(self, posterior_sum, n):
+        return self.reference.test(posterior_sum / n, n)[1]
+
+    def _rejects(self, rows, level):
         """The next test of the sequence ``rows`` belongs to, on its rows."""
         rows.tests += 1
-        pvalue = self.reference.test(rows.posterior_sum / rows.n, rows.n)[1]
-        return pvalue <= self.level * 3 / (np.pi * rows.tests) ** 2
+        pvalue = self._pvalue(rows.posterior_sum, rows.n)
+        return pvalue <= level * 3 / (np.pi * rows.tests) ** 2
 
-    def update(self, batch_sum, n_rows):
+    def update(self, batch_sum, n_rows, level):
         """Add a batch (its posterior column sums and row count).
 
-        Returns ``"stream"`` when the stream so far is found shifted,
-        ``"recent"`` when only the latest segment is, else None.
+        Returns ``"recent"`` when the stream is found shifted since the
+        latest segment began, ``"stream"`` when it is found shifted from
+        earlier, else None.
         """
         self._stream.add(batch_sum, n_rows)
         self._segment.add(batch_sum, n_rows)
-        if self._rejects(self._stream):
-            return "stream"
-        if self._segment.n < self.segment_rows:
-            return None
-        recent = self._rejects(self._segment)
-        self._segment.empty()
-        return "recent" if recent else None
+        full = self._segment.n >= self.segment_rows
+        stream = self._stream.n >= self.stream_rows and self._rejects(
+            self._stream, level
+        )
+        segment = full and self._rejects(self._segment, level)
+        found = None
+        if stream or segment:
+            before = self._stream.n - self._segment.n
+            calm = before > 0 and (
+                self._pvalue(
+                    self._stream.posterior_sum - self._segment.posterior_sum, before
+                )
+                > level
+            )
+            found = "recent" if calm else "stream"
+        if full:
+            self._segment.empty()
+        return found
 
 
 class _TestedRows:

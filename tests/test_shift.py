@@ -253,28 +253,39 @@ def test_shifted_stream_is_adapted_and_reset_forgets():
     assert not wrapper.reset_prior().online_shifted_
 
 
-def _naive_stream_flags(proba, reference, batches, level=0.01, segment_rows=100):
-    """Per update: is the stream found shifted, and by which test (a loop).
+def _naive_stream_flags(
+    proba, reference, batches, level=0.01, stream_rows=50, segment_rows=100
+):
+    """Per update: is the stream found shifted, and since when (a loop).
 
-    The j-th test of every row so far, and the s-th test of the latest segment
-    (consecutive batches of at least ``segment_rows`` rows, tested when it
-    fills), each at ``level * 3 / (pi^2 j^2)``.
+    The j-th test of every row so far (once there are ``stream_rows``), and
+    the s-th test of the latest segment (consecutive batches of at least
+    ``segment_rows`` rows, tested when it fills), each at
+    ``level * 3 / (pi^2 j^2)``; once one rejects, "recent" if the rows before
+    the segment are not found shifted at ``level``, else "stream".
     """
-    flags, seen, segment, n_segments = [], [], [], 0
-    for j, batch in enumerate(batches, start=1):
+    flags, seen, segment, j, n_segments = [], [], [], 0, 0
+    for batch in batches:
         seen += list(batch)
         segment += list(batch)
-        found = None
-        if (
-            label_shift_test(proba[seen], reference).pvalue
-            <= level * 3 / (np.pi * j) ** 2
-        ):
-            found = "stream"
-        elif len(segment) >= segment_rows:
+        rejected = False
+        if len(seen) >= stream_rows:
+            j += 1
+            pvalue = label_shift_test(proba[seen], reference).pvalue
+            rejected = pvalue <= level * 3 / (np.pi * j) ** 2
+        full = len(segment) >= segment_rows
+        if full:
             n_segments += 1
             pvalue = label_shift_test(proba[segment], reference).pvalue
-            if pvalue <= level * 3 / (np.pi * n_segments) ** 2:
-                found = "recent"
+            rejected |= pvalue <= level * 3 / (np.pi * n_segments) ** 2
+        found = None
+        if rejected:
+            before = seen[: len(seen) - len(segment)]
+            calm = bool(before) and (
+                label_shift_test(proba[before], reference).pvalue > level
+            )
+            found = "recent" if calm else "stream"
+        if full:
             segment = []
         flags.append(found)
         if found:
@@ -282,23 +293,36 @@ def _naive_stream_flags(proba, reference, batches, level=0.01, segment_rows=100)
     return flags
 
 
-def test_shift_after_a_calm_stretch_is_found_by_the_segment_test():
-    """2,500 rows without shift, then the classes 0-4 only (WideResNet /
-    CIFAR-10, 49-row batches): the mean of every row dilutes the change, and
-    that test alone found it after 441 shifted rows. The segment test finds
-    it within 150 (the naive loop agrees), and the on-line estimate restarts
-    at the batch where it was found: it equals that of a stream adapted from
-    the start (shift_level=None) given only the batches from there on."""
+@pytest.mark.parametrize(
+    ("n_calm", "calm_batches", "shifted_batches", "within"),
+    [
+        (2500, 50, 25, 150),  # 50-row batches, segments aligned with the shift
+        (2450, 49, 25, 150),  # the shift in the middle of a segment
+        (2500, 5, 3, 410),  # 500-row batches: each batch fills a segment
+    ],
+)
+def test_shift_after_a_calm_stretch_is_found_and_restarts(
+    n_calm, calm_batches, shifted_batches, within
+):
+    """Rows without shift, then the classes 0-4 only (WideResNet / CIFAR-10).
+    The mean of every row dilutes the change (alone, that test found it after
+    441 shifted rows of 49-row batches); the segment test finds it within a
+    segment or a batch, the rows before look calm, and the on-line estimate
+    restarts at the batch where it was found: it equals that of a stream
+    adapted from the start (shift_level=None) given only the batches from
+    there on, and is near the shifted rows' class frequencies."""
     proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
     rng = np.random.default_rng(0)
-    calm = rng.permutation(np.arange(5000, 7500))
+    calm = rng.permutation(np.arange(5000, 5000 + n_calm))
     shifted = rng.permutation(np.flatnonzero(y[7500:] < 5) + 7500)
-    batches = np.array_split(calm, 50) + np.array_split(shifted, 25)
+    batches = np.array_split(calm, calm_batches) + np.array_split(
+        shifted, shifted_batches
+    )
     expected = _naive_stream_flags(proba, proba[:5000], batches)
     assert expected[-1] == "recent"
     found_at = len(expected) - 1
-    assert found_at >= 50  # (the calm stretch is left alone)
-    assert sum(len(b) for b in batches[50 : found_at + 1]) <= 150
+    assert found_at >= calm_batches  # (the calm stretch is left alone)
+    assert sum(len(b) for b in batches[calm_batches : found_at + 1]) <= within
 
     wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
     always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
@@ -311,6 +335,48 @@ def test_shift_after_a_calm_stretch_is_found_by_the_segment_test():
     assert wrapper.n_seen_ == always.n_seen_
     truth = np.bincount(y[shifted], minlength=10) / shifted.size
     assert np.abs(wrapper.online_prior_ - truth).sum() < 0.1
+
+
+@pytest.mark.parametrize("online", ["cumulative", "fth", "flh-ftl"])
+@pytest.mark.parametrize("method", ["mle", "bbse"])
+def test_stream_shifted_from_the_start_is_not_restarted(online, method):
+    """Shifted from the first row (classes 0-4 only, 10-row batches): the
+    first segment is the whole stream, nothing before it looks calm, so the
+    on-line estimate keeps every row, as with shift_level=None."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    shifted = np.flatnonzero(y[5000:] < 5)[:600] + 5000
+    batches = np.array_split(shifted, 60)
+    wrapper = PriorAdaptedClassifier(model, method=method, online=online)
+    always = PriorAdaptedClassifier(
+        model, method=method, online=online, shift_level=None
+    )
+    wrapper.fit(rows[:5000], y[:5000])
+    always.fit(rows[:5000], y[:5000])
+    for batch in batches:
+        wrapper.update_prior(rows[batch])
+        always.update_prior(rows[batch])
+    assert wrapper.online_shifted_
+    assert wrapper.n_seen_ == always.n_seen_ == shifted.size
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+
+
+def test_stream_level_is_read_at_each_update():
+    """set_params(shift_level=...) in the middle of a stream takes effect."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    rng = np.random.default_rng(0)
+    pool = np.flatnonzero(y[5000:] != 0) + 5000
+    extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
+    stream = rng.permutation(np.concatenate([pool[:2500], extra]))
+    batches = np.array_split(stream, 40)
+    strict = PriorAdaptedClassifier(model, shift_level=1e-300).fit(
+        rows[:5000], y[:5000]
+    )
+    for batch in batches[:20]:
+        strict.update_prior(rows[batch])
+    assert not strict.online_shifted_
+    strict.set_params(shift_level=1.0)
+    strict.update_prior(rows[batches[20]])
+    assert strict.online_shifted_
 
 
 def test_stream_test_matches_a_naive_loop():
@@ -350,28 +416,42 @@ class _QueuedPvalues:
 @pytest.mark.parametrize(
     ("pvalues", "expected", "rows_tested"),
     [
-        # level 1: the j-th tests at 0.304, 0.076, 0.0338, 0.019 (3 / pi^2 j^2)
-        ([0.31, 0.08, 0.30], [None, "recent"], [1, 2, 2]),
-        ([0.31, 0.07], [None, "stream"], [1, 2]),
+        # level 0.5: the j-th tests at 0.152, 0.038, 0.0169, 0.0095
+        # the first segment is the whole stream: nothing before it to call calm
+        ([0.2, 0.05, 0.1], [None, "stream"], [1, 2, 2]),
+        ([0.2, 0.03, 0.5], [None, "stream"], [1, 2, 2]),
+        ([0.2, 0.05, 0.5, 0.02], [None, None, None], [1, 2, 2, 3]),
+        # the second segment rejects; the 2 rows before it calm / not calm
         (
-            [0.31, 0.08, 0.31, 0.04, 0.018],
-            [None, None, None, "stream"],
-            [1, 2, 2, 3, 4],
+            [0.2, 0.05, 0.5, 0.02, 0.01, 0.03, 0.9],
+            [None, None, None, "recent"],
+            [1, 2, 2, 3, 4, 2, 2],
         ),
         (
-            [0.31, 0.08, 0.31, 0.04, 0.08, 0.075],
-            [None, None, None, "recent"],
-            [1, 2, 2, 3, 4, 2],
+            [0.2, 0.05, 0.5, 0.02, 0.01, 0.03, 0.4],
+            [None, None, None, "stream"],
+            [1, 2, 2, 3, 4, 2, 2],
         ),
     ],
 )
 def test_stream_monitor_levels(pvalues, expected, rows_tested):
     """The j-th test of every row so far and the s-th test of a full segment
     (here 2 rows, one row per batch) run at level * 3 / (pi^2 j^2): the levels
-    of both sequences sum to the level. A segment starts empty after its test."""
+    of both sequences sum to the level. A segment starts empty after its test;
+    once one rejects, the rows before the segment, tested at the level, say
+    whether the shift is recent."""
     reference = _QueuedPvalues(pvalues)
-    monitor = StreamShiftMonitor(reference, 1.0, n_classes=2, segment_rows=2)
-    found = [monitor.update(np.array([0.5, 0.5]), 1) for _ in expected]
+    monitor = StreamShiftMonitor(reference, 2, segment_rows=2, stream_rows=1)
+    found = [monitor.update(np.array([0.5, 0.5]), 1, 0.5) for _ in expected]
     assert found == expected
     assert not reference.pvalues  # every given p-value was used
     assert reference.rows_tested == rows_tested
+
+
+def test_stream_monitor_waits_for_its_floor():
+    """No test of the stream before it holds stream_rows rows."""
+    reference = _QueuedPvalues([0.1])
+    monitor = StreamShiftMonitor(reference, 2, segment_rows=10, stream_rows=3)
+    found = [monitor.update(np.array([0.5, 0.5]), 1, 0.5) for _ in range(3)]
+    assert found == [None, None, "stream"]
+    assert reference.rows_tested == [3]
