@@ -360,14 +360,20 @@ def test_stream_shifted_from_the_start_is_not_restarted(online, method):
     np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
 
 
-def test_stream_level_is_read_at_each_update():
-    """set_params(shift_level=...) in the middle of a stream takes effect."""
-    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+def _mild_shift_batches(y):
+    """40 batches of a mild shift (class 0 under-represented), which the test
+    of every row so far finds midway."""
     rng = np.random.default_rng(0)
     pool = np.flatnonzero(y[5000:] != 0) + 5000
     extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
     stream = rng.permutation(np.concatenate([pool[:2500], extra]))
-    batches = np.array_split(stream, 40)
+    return np.array_split(stream, 40)
+
+
+def test_stream_level_is_read_at_each_update():
+    """set_params(shift_level=...) in the middle of a stream takes effect."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    batches = _mild_shift_batches(y)
     strict = PriorAdaptedClassifier(model, shift_level=1e-300).fit(
         rows[:5000], y[:5000]
     )
@@ -380,18 +386,13 @@ def test_stream_level_is_read_at_each_update():
 
 
 def test_stream_test_matches_a_naive_loop():
-    """At the j-th update the stream is found shifted when label_shift_test of
-    every row so far against the fit posteriors has a p-value at most
-    shift_level * 3 / (pi^2 j^2), or that of the latest segment of >= 100 rows
-    (10 classes) at most shift_level * 3 / (pi^2 s^2) for the s-th segment:
-    levels that sum to shift_level."""
+    """The stream is found shifted when label_shift_test of every row so far
+    (once there are 50) against the fit posteriors has, at its j-th run, a
+    p-value at most shift_level * 3 / (pi^2 j^2), or that of the latest
+    segment of >= 100 rows (10 classes) at most shift_level * 3 / (pi^2 s^2)
+    at the s-th: levels that sum to shift_level (_naive_stream_flags)."""
     proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
-    rng = np.random.default_rng(0)
-    # a mild shift: class 0 under-represented, so that the test rejects late
-    pool = np.flatnonzero(y[5000:] != 0) + 5000
-    extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
-    stream = rng.permutation(np.concatenate([pool[:2500], extra]))
-    batches = np.array_split(stream, 40)
+    batches = _mild_shift_batches(y)
     expected = _naive_stream_flags(proba, proba[:5000], batches)
     wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
     for found, batch in zip(expected, batches, strict=False):
