@@ -84,14 +84,17 @@ class XpLogits:
             self._kept[key] = d
         return d
 
-    def true_entries(self, block, d):
-        """``d[i, y_i]`` of the rows of ``block``.
+    def true_mask(self, block):
+        """``y_i == k`` for the rows of ``block``: the one-hot of the true class."""
+        return self.y[block][:, None] == self.classes[None, :]
+
+    def true_entries(self, block, d, mask=None):
+        """``d[i, y_i]`` of the rows of ``block`` (``mask``: their true_mask).
 
         A one-hot sum: the standard has no ``take_along_axis``.
         """
-        xp = self.xp
-        hit = self.y[block][:, None] == self.classes[None, :]
-        return xp.sum(xp.where(hit, d, 0.0), axis=1)
+        mask = self.true_mask(block) if mask is None else mask
+        return self.xp.sum(self.xp.where(mask, d, 0.0), axis=1)
 
     def sum_blocks(self, function):
         return sum_blocks(self.xp, *self.shape, function)
@@ -258,7 +261,7 @@ def class_weights_xp(logits):
     xp = logits.xp
 
     def one_block(block):
-        hit = logits.y[block][:, None] == logits.classes[None, :]
+        hit = logits.true_mask(block)
         return (xp.sum(xp.where(hit, logits.weights[block][:, None], 0.0), axis=0),)
 
     (weights,) = logits.sum_blocks(one_block)
@@ -279,10 +282,10 @@ def _bcts_loss_xp(params, logits, scale, total):
         top = xp.max(t, axis=1, keepdims=True)
         e = xp.exp(t - top)
         sums = xp.sum(e, axis=1, keepdims=True)
-        t_true = logits.true_entries(block, t)
+        hit = logits.true_mask(block)
+        t_true = logits.true_entries(block, t, hit)
         loss = xp.where(kept, top[:, 0] + xp.log(sums[:, 0]) - t_true, 0.0)
-        hit = xp.astype(logits.y[block][:, None] == logits.classes[None, :], e.dtype)
-        residual = e / sums - hit
+        residual = e / sums - xp.astype(hit, e.dtype)
         # (the residual is 0 at the -inf entries: not 0 * -inf)
         scaled = xp.sum(residual * xp.where(xp.isfinite(d), d, 0.0), axis=1)
         return (
@@ -409,8 +412,8 @@ def separates_xp(logits, temperature, bias):
 
     def one_block(block):
         u = logits.shifted(block) / float(temperature) + bias
-        true = logits.true_entries(block, u)
-        hit = logits.y[block][:, None] == logits.classes[None, :]
+        hit = logits.true_mask(block)
+        true = logits.true_entries(block, u, hit)
         other = xp.max(xp.where(hit, -xp.inf, u), axis=1)
         missed = (logits.weights[block] > 0) & ~(true > other)
         return (xp.sum(xp.astype(missed, logits.dtype)),)
