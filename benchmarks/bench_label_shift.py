@@ -99,8 +99,8 @@ from skprior import (  # noqa: E402
     softmax_temperature,
     softmax_vector_scaling,
 )
-from skprior._options import DEFAULT_SHIFT_LEVEL  # noqa: E402
-from skprior._shift_solvers import NoShiftReference  # noqa: E402
+from skprior._utils._options import DEFAULT_SHIFT_LEVEL  # noqa: E402
+from skprior.label_shift._shift_solvers import NoShiftReference  # noqa: E402
 
 PMLB = ("satimage", "pendigits", "optdigits", "texture", "page_blocks")
 CIFAR = (

@@ -3,7 +3,7 @@
 Writes ``--rows`` x ``--classes`` float32 posteriors (7e7 x 100 is 28 GB,
 more than this machine's 24 GB of RAM) and their labels to ``--path`` as
 .npy, then, reading it as a Dask array of row chunks
-(:func:`skprior._npy_blocks.open_lazy`, positioned reads):
+(:func:`skprior._utils._npy_blocks.open_lazy`, positioned reads):
 
 1. one bare ``proba.sum()`` pass: the disk-bound limit of a pass;
 2. ``estimate_test_prior`` by EM (``--em-iter`` steps) and by SQUAREM to
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from skprior import adjust_to_prior, estimate_test_prior
-from skprior._npy_blocks import NpyRowWriter, open_lazy, store_lazy
+from skprior._utils._npy_blocks import NpyRowWriter, open_lazy, store_lazy
 from skprior.metrics import expected_calibration_error
 
 

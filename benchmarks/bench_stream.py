@@ -58,9 +58,9 @@ from skprior import (  # noqa: E402
     joint_confusion_matrix,
     softmax_temperature,
 )
-from skprior._options import DEFAULT_FLH_LEARNING_RATE  # noqa: E402
-from skprior._prior_solvers import reweight  # noqa: E402
-from skprior._stream_solvers import unbiased_bbse  # noqa: E402
+from skprior._utils._options import DEFAULT_FLH_LEARNING_RATE  # noqa: E402
+from skprior.label_shift._solvers import reweight  # noqa: E402
+from skprior.label_shift._stream_solvers import unbiased_bbse  # noqa: E402
 
 
 def prepare(name, seed=0):

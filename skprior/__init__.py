@@ -15,37 +15,38 @@ import importlib
 __version__ = "0.1.0.dev0"
 
 _PUBLIC = {
-    "CANClassifier": "skprior._can",
-    "CumulativePrior": "skprior._stream",
-    "FLHFTL": "skprior._stream",
-    "FollowTheHistory": "skprior._stream",
-    "PriorAdaptedClassifier": "skprior._prior_classifier",
-    "PriorEstimate": "skprior._prior",
-    "ReliabilityDisplay": "skprior._display",
-    "ShiftTest": "skprior._shift",
-    "TemperatureCalibratedClassifier": "skprior._temperature_classifier",
-    "adjust_to_prior": "skprior._prior",
-    "alternating_normalization": "skprior._can",
-    "effective_train_prior": "skprior._resampling",
-    "bbse_test_prior": "skprior._prior_confusion",
-    "estimate_source_prior": "skprior._prior",
-    "estimate_test_prior": "skprior._prior",
-    "fit_bias_corrected_temperature": "skprior._temperature",
-    "fit_temperature": "skprior._temperature",
-    "fit_dirichlet_calibration": "skprior._classwise",
-    "fit_vector_scaling": "skprior._classwise",
-    "select_dirichlet_regularization": "skprior._classwise",
-    "softmax_dirichlet_calibration": "skprior._classwise",
-    "softmax_vector_scaling": "skprior._classwise",
-    "joint_confusion_matrix": "skprior._prior_confusion",
-    "per_label": "skprior._multilabel",
-    "rlls_test_prior": "skprior._prior_confusion",
-    "label_shift_test": "skprior._shift",
-    "softmax_temperature": "skprior._temperature",
-    "topk_entropy": "skprior._can",
+    "CANClassifier": "skprior.can",
+    "CumulativePrior": "skprior.label_shift",
+    "FLHFTL": "skprior.label_shift",
+    "FollowTheHistory": "skprior.label_shift",
+    "PriorAdaptedClassifier": "skprior.label_shift",
+    "PriorEstimate": "skprior.label_shift",
+    "ReliabilityDisplay": "skprior.metrics._display",
+    "ShiftTest": "skprior.label_shift",
+    "TemperatureCalibratedClassifier": "skprior.calibration",
+    "adjust_to_prior": "skprior.label_shift",
+    "alternating_normalization": "skprior.can",
+    "effective_train_prior": "skprior.label_shift",
+    "bbse_test_prior": "skprior.label_shift",
+    "estimate_source_prior": "skprior.label_shift",
+    "estimate_test_prior": "skprior.label_shift",
+    "fit_bias_corrected_temperature": "skprior.calibration",
+    "fit_temperature": "skprior.calibration",
+    "fit_dirichlet_calibration": "skprior.calibration",
+    "fit_vector_scaling": "skprior.calibration",
+    "select_dirichlet_regularization": "skprior.calibration",
+    "softmax_dirichlet_calibration": "skprior.calibration",
+    "softmax_vector_scaling": "skprior.calibration",
+    "joint_confusion_matrix": "skprior.label_shift",
+    "per_label": "skprior._per_label",
+    "rlls_test_prior": "skprior.label_shift",
+    "label_shift_test": "skprior.label_shift",
+    "softmax_temperature": "skprior.calibration",
+    "topk_entropy": "skprior.can",
 }
-# Public subpackages, reachable as attributes (skprior.metrics) without an import.
-_SUBMODULES = ("datasets", "metrics")
+# Public subpackages, one per method, reachable as attributes (skprior.can)
+# without an import.
+_SUBMODULES = ("calibration", "can", "datasets", "label_shift", "metrics")
 
 __all__ = sorted(_PUBLIC)
 

@@ -26,8 +26,6 @@ from sklearn.utils.metadata_routing import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
-from skprior._array_api import namespace_of, to_host
-from skprior._constraints import CONSTRAINTS
 from skprior._multilabel import (
     fit_labels,
     is_multilabel,
@@ -35,18 +33,20 @@ from skprior._multilabel import (
     predict_labels,
     predict_proba_labels,
 )
-from skprior._sklearn_compat import _fit_context, _num_samples
-from skprior._validation import (
+from skprior._utils._array_api import namespace_of, to_host
+from skprior._utils._constraints import CONSTRAINTS
+from skprior._utils._sklearn_compat import _fit_context, _num_samples
+from skprior._utils._validation import (
     as_labels,
     check_prior,
     check_proba,
 )
-from skprior._validation_labels import (
+from skprior._utils._validation_labels import (
     check_sample_weight,
     encode_labels,
     label_frequencies,
 )
-from skprior._validation_xp import check_proba_xp
+from skprior._utils._validation_xp import check_proba_xp
 
 
 def _check_fit_X(X, n_labels):

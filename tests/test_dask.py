@@ -348,7 +348,7 @@ def test_cli_out_of_core_refuses_diagram(tmp_path, outputs, capsys):
 
 def test_npy_rows_reads_like_numpy(tmp_path):
     """The positioned-read .npy reader returns the rows and columns asked."""
-    from skprior._npy_blocks import NpyRows
+    from skprior._utils._npy_blocks import NpyRows
 
     array = np.arange(60, dtype=np.float32).reshape(12, 5)
     np.save(tmp_path / "a.npy", array)

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-import skprior._kernels
+import skprior._utils._kernels
 from skprior import (
     adjust_to_prior,
     alternating_normalization,
@@ -88,7 +88,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_peak_memory_is_at_most_twice_the_input(data, name, monkeypatch):
     """The call's peak allocation, its output included, is <= 2x its input."""
-    monkeypatch.setattr(skprior._kernels, "BLOCK_ELEMENTS", 2**16)
+    monkeypatch.setattr(skprior._utils._kernels, "BLOCK_ELEMENTS", 2**16)
     logits, proba, y = data
     ratio = peak_ratio(lambda: CASES[name](logits, proba, y), logits.nbytes)
     assert ratio <= 2.0, f"{name}: peak {ratio:.2f}x the input"
@@ -122,7 +122,7 @@ SLOW_CASES = {
 def test_peak_memory_of_the_slow_fits(data, name, monkeypatch):
     """The same bound for CAN's iterations and a Dirichlet fit."""
     n_rows, block_elements, call = SLOW_CASES[name]
-    monkeypatch.setattr(skprior._kernels, "BLOCK_ELEMENTS", block_elements)
+    monkeypatch.setattr(skprior._utils._kernels, "BLOCK_ELEMENTS", block_elements)
     logits, proba, y = (a[:n_rows].copy() for a in data)
     ratio = peak_ratio(lambda: call(logits, proba, y), logits.nbytes)
     assert ratio <= 2.0, f"{name}: peak {ratio:.2f}x the input"

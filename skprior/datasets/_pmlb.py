@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._options import SHIPPED_DATASETS
+from skprior._utils._options import SHIPPED_DATASETS
 
 
 def load_pmlb(name, *, data_home=None):

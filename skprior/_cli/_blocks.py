@@ -1,0 +1,203 @@
+"""The commands of the ``skprior`` command line on files larger than memory.
+
+An OUTPUTS file in .zarr, a .npy file larger than half the machine's memory,
+or any .npy file with ``--out-of-core``, is read as a Dask array of row
+blocks (:mod:`skprior._utils._npy_blocks`) and the library's functions run on it as
+on any Dask array: the estimate of the prior is one pass per EM step, CAN
+(``--n-iter 1``, or a ``--reference`` held in memory) one pass for its
+column sums, and the result is computed and written to ``--output`` (.npy or
+.zarr) block by block. Memory holds a few blocks whatever the file size.
+``--labels`` prints the accuracy and the ECE before and after (a pass each);
+``--diagram`` needs the outputs in memory and is refused.
+"""
+
+import os
+from pathlib import Path
+
+from skprior._cli._common import InputError, can_options
+from skprior._cli._io import read_outputs
+
+LAZY_SUFFIXES = (".zarr",)
+OUTPUT_SUFFIXES = (".npy", ".zarr")
+
+
+def _memory_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def wants_out_of_core(args):
+    """Whether OUTPUTS is to be processed block by block."""
+    path = Path(args.outputs)
+    if path.suffix.lower() in LAZY_SUFFIXES or getattr(args, "out_of_core", False):
+        return True
+    memory = _memory_bytes()
+    return (
+        path.suffix.lower() == ".npy"
+        and path.is_file()
+        and memory is not None
+        and path.stat().st_size > memory // 2
+    )
+
+
+def _open(args, path):
+    from skprior._utils._npy_blocks import open_lazy
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".npy", ".zarr"):
+        raise InputError(
+            f"{path}: out-of-core processing reads .npy or .zarr files, not "
+            f"{suffix}; convert it, or drop --out-of-core."
+        )
+    if not Path(path).exists():
+        raise InputError(f"{path}: no such file.")
+    try:
+        array = open_lazy(path)
+    except ImportError as exc:
+        raise InputError(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot be read ({exc}).") from exc
+    if array.ndim != 2 or array.shape[1] < 2:
+        raise InputError(
+            f"{path}: expected a 2-D array of shape (n_samples, n_classes) with at "
+            f"least 2 classes, got shape {array.shape}."
+        )
+    return array
+
+
+def _proba(args, array):
+    """Probabilities (a softmax of the rows for --logits), lazily."""
+    if args.logits:
+        from skprior import softmax_temperature
+
+        return softmax_temperature(array, 1.0)
+    return array
+
+
+def _check_output(args):
+    if args.diagram is not None:
+        raise InputError(
+            "--diagram needs the outputs in memory; out-of-core runs print the "
+            "accuracy and ECE only. Drop --diagram."
+        )
+    if args.output is not None:
+        suffix = Path(args.output).suffix.lower()
+        if suffix not in OUTPUT_SUFFIXES:
+            raise InputError(
+                f"{args.output}: out-of-core output is written block by block to "
+                f".npy or .zarr, not {suffix}."
+            )
+        if not Path(args.output).resolve().parent.is_dir():
+            raise InputError(f"{args.output}: the folder does not exist.")
+
+
+def _labels(args, n_rows, n_columns):
+    if args.labels is None:
+        return None
+    suffix = Path(args.labels).suffix.lower()
+    labels = _open_vector(args.labels) if suffix in (".npy", ".zarr") else None
+    if labels is None:
+        from skprior._cli._io import read_labels
+
+        labels = read_labels(
+            args.labels, n_rows, n_columns, option="--labels", key=args.labels_key
+        )
+    if labels.shape[0] != n_rows:
+        raise InputError(
+            f"{args.labels} has {labels.shape[0]} labels but the outputs have "
+            f"{n_rows} rows."
+        )
+    return labels
+
+
+def _open_vector(path):
+    from skprior._utils._npy_blocks import open_lazy
+
+    return open_lazy(path)
+
+
+def _report(args, before, after, labels):
+    """Accuracy and top-label ECE before and after (one pass each)."""
+    import dask
+
+    from skprior.metrics import expected_calibration_error
+
+    n_classes = before.shape[1]
+    hits = [(proba.argmax(axis=1) == labels).mean() for proba in (before, after)]
+    accuracy = dask.compute(*hits)
+    ece = [
+        expected_calibration_error(labels, proba, labels=range(n_classes))
+        for proba in (before, after)
+    ]
+    print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
+    for name, (old, new) in (("accuracy", accuracy), ("ECE", ece)):
+        print(f"{name:10}{old:10.4f}{new:10.4f}{new - old:+10.4f}")
+
+
+def _finish(args, before, after, say):
+    if args.output is not None:
+        from skprior._utils._npy_blocks import store_lazy
+
+        store_lazy(args.output, after)
+        say(args, f"wrote {args.output} block by block")
+    labels = _labels(args, *before.shape)
+    if labels is not None:
+        _report(args, before, after, labels)
+    return 0
+
+
+def training_prior(args, n_classes, counted):
+    """--prior or --prior-from-labels, as the in-memory commands read them."""
+    return counted(args, n_classes)
+
+
+def adapt(args, counted_prior, say, library_errors, find_test_prior):
+    """``skprior adapt`` on OUTPUTS too large for memory.
+
+    ``find_test_prior`` is the in-memory command's: the estimate and the test of
+    no shift run on the Dask array, each a few passes over the blocks, and
+    decide as they do in memory.
+    """
+    from skprior import adjust_to_prior
+
+    _check_output(args)
+    proba = _proba(args, _open(args, args.outputs))
+    say(
+        args,
+        f"{args.outputs}: {proba.shape[0]} rows, {proba.shape[1]} classes, "
+        f"{len(proba.chunks[0])} blocks (out of core)",
+    )
+    n_classes = proba.shape[1]
+    train_prior = training_prior(args, n_classes, counted_prior)
+    if args.method in ("bbse", "rlls"):
+        raise InputError(
+            f"--method {args.method} is not available out of core; use mle, map "
+            f"or known."
+        )
+    test_prior, how = find_test_prior(args, proba, train_prior)
+    print(f"test prior ({how}):")
+    print(",".join(f"{value:.6f}" for value in test_prior))
+    with library_errors():
+        adjusted = adjust_to_prior(proba, train_prior, test_prior)
+    return _finish(args, proba, adjusted, say)
+
+
+def can(args, counted_prior, say, library_errors):
+    """``skprior can`` on OUTPUTS too large for memory."""
+    from skprior import alternating_normalization
+
+    _check_output(args)
+    proba = _proba(args, _open(args, args.outputs))
+    prior = training_prior(args, proba.shape[1], counted_prior)
+    reference = None
+    if args.reference is not None:
+        reference = read_outputs(
+            args.reference, option="--reference", key=args.key, logits=args.logits
+        )
+    with library_errors():
+        adjusted = alternating_normalization(
+            proba, prior, reference=reference, **can_options(args)
+        )
+    return _finish(args, proba, adjusted, say)

@@ -1,0 +1,592 @@
+"""The commands of the ``skprior`` command line (its parser is in ``_cli.py``).
+
+Each command reads its files through :mod:`skprior._cli._io` (which turns any
+problem with them into an :class:`InputError`), checks the options the library
+cannot see (an option the chosen method does not use is refused, not
+ignored), calls the public array functions and writes, prints and draws the
+results. :func:`run` turns an input error into one line on stderr and exit
+code 2, a library warning into one line on stderr, and anything else into a
+traceback and exit code 1 (a bug).
+"""
+
+import contextlib
+import os
+import re
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+from skprior._cli import _blocks as _cli_blocks
+from skprior._cli._blocks import wants_out_of_core
+from skprior._cli._common import InputError, can_options
+from skprior._cli._demo import demo
+from skprior._cli._io import (
+    check_output_path,
+    parse_prior,
+    read_labels,
+    read_logits,
+    read_outputs,
+    write_array,
+)
+from skprior._cli._report import check_diagram_path, diagram, report
+from skprior._utils._options import (
+    DEFAULT_DIRICHLET_ALPHA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_REG_LAMBDA,
+    DEFAULT_REG_MU,
+    DEFAULT_SHIFT_LEVEL,
+    DEFAULT_SOLVER,
+    DEFAULT_TOL,
+    ESTIMATE_METHODS,
+)
+
+
+def _say(args, message):
+    """A progress message on stderr (silenced by --quiet)."""
+    if not getattr(args, "quiet", False):
+        print(f"skprior {args.command}: {message}", file=sys.stderr)
+
+
+def _note(args):
+    """The function that reports a skipped line (never silenced: it is data)."""
+
+    def note(message):
+        print(f"skprior {args.command}: note: {message}", file=sys.stderr)
+
+    return note
+
+
+# -- shared steps of the commands on stored outputs ------------------------------------
+
+
+def _load(args, path=None, option="OUTPUTS"):
+    """Read the outputs file (``args.outputs`` unless ``path``) as probabilities."""
+    path = args.outputs if path is None else path
+    start = time.perf_counter()
+    proba = read_outputs(
+        path, option=option, key=args.key, logits=args.logits, note=_note(args)
+    )
+    _say(
+        args,
+        f"read {path}: {proba.shape[0]} rows, {proba.shape[1]} classes "
+        f"({time.perf_counter() - start:.1f}s)",
+    )
+    return proba
+
+
+def _labels(args, path, option, outputs, rows_of="OUTPUTS"):
+    """The labels in ``path``, one per row of ``outputs``."""
+    return read_labels(
+        path,
+        outputs.shape[0],
+        outputs.shape[1],
+        option=option,
+        key=args.labels_key,
+        note=_note(args),
+        rows_of=rows_of,
+    )
+
+
+def _report_labels(args, outputs):
+    """The --labels of OUTPUTS (None without), read before any long computation."""
+    if args.labels is None:
+        return None
+    return _labels(args, args.labels, "--labels", outputs)
+
+
+def _same_classes(option, path, array, n_classes):
+    if array.shape[1] != n_classes:
+        raise InputError(
+            f"{option} {path} has {array.shape[1]} classes (columns) but OUTPUTS "
+            f"has {n_classes}; both must come from the same model."
+        )
+
+
+def _finish(args, before, after, labels, extra=None):
+    """Write --output, print the report and draw --diagram (with --labels)."""
+    if args.output is not None:
+        write_array(args.output, after, extra)
+        _say(args, f"wrote {args.output}")
+    if labels is not None:
+        report(before, after, labels)
+    if args.diagram is not None:
+        diagram(args.diagram, before, after, labels, f"skprior {args.command}")
+        _say(args, f"wrote {args.diagram}")
+    return 0
+
+
+# The library's messages name its parameters; the user typed options.
+_PARAMETER = re.compile(r"The '(\w+)' parameter of \w+ ")
+_OPTIONS = {"prior": "--prior", "train_prior": "--prior", "test_prior": "--test-prior"}
+
+
+def _as_option(match):
+    name = match.group(1)
+    return _OPTIONS.get(name, "--" + name.replace("_", "-")) + " "
+
+
+@contextlib.contextmanager
+def _library_errors():
+    """Report the library's refusals of bad arguments as input errors."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise InputError(_PARAMETER.sub(_as_option, str(exc))) from exc
+
+
+# -- skprior can -------------------------------------------------------------------
+
+
+def _training_prior(args, n_classes):
+    if args.prior is not None:
+        return parse_prior(
+            args.prior, n_classes, option="--prior", positive=True, note=_note(args)
+        )
+    path = args.prior_from_labels
+    labels = read_labels(
+        path,
+        None,
+        n_classes,
+        option="--prior-from-labels",
+        key=args.labels_key,
+        note=_note(args),
+    )
+    counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
+    if np.any(counts == 0):
+        missing = np.flatnonzero(counts == 0).tolist()
+        raise InputError(
+            f"--prior-from-labels {path}: the classes {missing} never occur, so "
+            f"their training prior would be 0 and the methods divide by it; pass "
+            f"--prior instead (a count of at least 1 per class)."
+        )
+    return counts / counts.sum()
+
+
+def _can(args):
+    """Apply CAN to stored outputs."""
+    from skprior import alternating_normalization
+
+    if wants_out_of_core(args):
+        return _cli_blocks.can(args, _training_prior, _say, _library_errors)
+
+    proba = _load(args)
+    labels = _report_labels(args, proba)
+    prior = _training_prior(args, proba.shape[1])
+    reference = None
+    if args.reference is not None:
+        reference = _load(args, args.reference, "--reference")
+        _same_classes("--reference", args.reference, reference, proba.shape[1])
+    start = time.perf_counter()
+    with _library_errors():
+        adjusted = alternating_normalization(
+            proba, prior, reference=reference, **can_options(args)
+        )
+    changed = int(np.any(adjusted != proba, axis=1).sum())
+    _say(
+        args,
+        f"CAN changed {changed} of {proba.shape[0]} rows "
+        f"({time.perf_counter() - start:.1f}s)",
+    )
+    return _finish(args, proba, adjusted, labels)
+
+
+# -- skprior adapt -------------------------------------------------------------------
+
+
+# The adapt options that only some methods use.
+ADAPT_OPTION_METHODS = {
+    "--solver": ESTIMATE_METHODS,
+    "--max-iter": ESTIMATE_METHODS,
+    "--tol": ESTIMATE_METHODS,
+    "--dirichlet-alpha": ("map",),
+    "--test-prior": ("known",),
+    "--val-outputs": (*ESTIMATE_METHODS, "bbse", "rlls"),
+    "--val-labels": ("bbse", "rlls"),
+    "--shift-level": (*ESTIMATE_METHODS, "bbse", "rlls"),
+}
+
+
+def _check_adapt_options(args):
+    """Refuse the options that --method does not use; fill in the defaults."""
+    for option, methods in ADAPT_OPTION_METHODS.items():
+        given = getattr(args, option[2:].replace("-", "_")) is not None
+        if given and args.method not in methods:
+            raise InputError(
+                f"{option} is used only with --method {' or '.join(methods)}; "
+                f"--method {args.method} does not use it. Drop {option}, or pass "
+                f"--method {methods[0]}."
+            )
+    if args.method == "known" and args.test_prior is None:
+        raise InputError(
+            "--method known adjusts to a test prior that you give: pass it with "
+            "--test-prior (a comma list such as 0.2,0.8, or a file)."
+        )
+    if args.method in ("bbse", "rlls") and (
+        args.val_outputs is None or args.val_labels is None
+    ):
+        raise InputError(
+            f"--method {args.method} needs --val-outputs and --val-labels (labelled "
+            "held-out outputs, for the confusion matrix)."
+        )
+    for name, default in [
+        ("solver", DEFAULT_SOLVER),
+        ("max_iter", DEFAULT_MAX_ITER),
+        ("tol", DEFAULT_TOL),
+        ("dirichlet_alpha", DEFAULT_DIRICHLET_ALPHA),
+        ("shift_level", DEFAULT_SHIFT_LEVEL),
+    ]:
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
+
+def _confusion(args, n_classes):
+    """Joint confusion matrix of the labelled validation outputs (BBSE)."""
+    from skprior import joint_confusion_matrix
+
+    proba = _load(args, args.val_outputs, "--val-outputs")
+    _same_classes("--val-outputs", args.val_outputs, proba, n_classes)
+    labels = _labels(args, args.val_labels, "--val-labels", proba, "--val-outputs")
+    with _library_errors():
+        return joint_confusion_matrix(proba, labels)
+
+
+def _shift_test(args, proba, train_prior):
+    """The test of no shift before adapting (None with --shift-level 1).
+
+    Against the posteriors of --val-outputs when given (the same test as
+    PriorAdaptedClassifier's, against its fit data); otherwise against the
+    training prior, which holds for calibrated posteriors only: a rejection
+    there leaves the posteriors unchanged, with a warning.
+    """
+    from skprior import label_shift_test
+    from skprior._utils._validation import warn_user
+
+    if not 0 < args.shift_level <= 1:
+        raise InputError(
+            f"--shift-level must be in (0, 1], got {args.shift_level:g}: 0.01 "
+            f"(the default) adapts a batch only when a shift is clear, 1 always."
+        )
+    if args.shift_level == 1:
+        return None
+    if args.val_outputs is not None:
+        reference = _load(args, args.val_outputs, "--val-outputs")
+        _same_classes("--val-outputs", args.val_outputs, reference, proba.shape[1])
+        against = "--val-outputs"
+    else:
+        reference, against = train_prior, "the training prior"
+    with _library_errors():
+        result = label_shift_test(proba, reference, level=args.shift_level)
+    if result.shifted and args.val_outputs is None:
+        warn_user(
+            f"the batch's mean posterior differs from the training prior "
+            f"(p = {result.pvalue:.3g}), but without --val-outputs that cannot "
+            f"tell a label shift from a miscalibrated model, whose mean posterior "
+            f"differs from its label frequencies with no shift at all (adapting "
+            f"then costs accuracy and log loss: up to 7.5 points on the stored "
+            f"CIFAR outputs); posteriors left unchanged. Pass --val-outputs (the "
+            f"model's outputs on the labelled validation data) to test against "
+            f"them, or --shift-level 1 to adapt anyway."
+        )
+    _say(
+        args,
+        f"test of no shift against {against}: T2 = {result.statistic:.1f}, "
+        f"{result.dof} dof, p = {result.pvalue:.3g}",
+    )
+    return result
+
+
+def _estimate(args, proba, train_prior):
+    """The MLE/MAP estimate of the options, and a phrase that says how it went.
+
+    (In memory and out of core alike.)
+    """
+    from skprior import estimate_test_prior
+
+    with _library_errors():
+        result = estimate_test_prior(
+            proba,
+            train_prior,
+            method=args.method,
+            solver=args.solver,
+            dirichlet_alpha=args.dirichlet_alpha,
+            max_iter=args.max_iter,
+            tol=args.tol,
+        )
+    state = "converged" if result.converged else "NOT converged"
+    how = (
+        f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
+        f"{result.n_passes} passes, {state}"
+    )
+    return result, how
+
+
+def _check_estimate_options(args):
+    """The library's checks of the MLE/MAP options, without the estimate."""
+    from skprior import estimate_test_prior
+    from skprior._utils._sklearn_compat import validate_parameter_constraints
+
+    options = {
+        "method": args.method,
+        "solver": args.solver,
+        "dirichlet_alpha": args.dirichlet_alpha,
+        "max_iter": args.max_iter,
+        "tol": args.tol,
+    }
+    known = estimate_test_prior._skl_parameter_constraints
+    with _library_errors():
+        validate_parameter_constraints(
+            {name: known[name] for name in options},
+            options,
+            caller_name="estimate_test_prior",
+        )
+
+
+def _test_prior(args, proba, train_prior):
+    """The test prior of ``args.method`` and a phrase that says how it was found."""
+    from skprior import bbse_test_prior, rlls_test_prior
+
+    n_classes = proba.shape[1]
+    if args.method == "known":
+        prior = parse_prior(
+            args.test_prior, n_classes, option="--test-prior", note=_note(args)
+        )
+        return prior, "given"
+    # BBSE and RLLS (in memory only) come before the test of no shift, so that
+    # their inputs are checked whatever the test finds, and their warnings are
+    # shown only when they are used. The MLE/MAP, several passes over a batch
+    # that may be larger than memory, runs only when it is used; its options
+    # are checked either way.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if args.method in ("bbse", "rlls"):
+            confusion = _confusion(args, n_classes)
+            estimator = bbse_test_prior if args.method == "bbse" else rlls_test_prior
+            with _library_errors():
+                prior = estimator(proba, confusion)
+            how = f"estimated by {args.method.upper()}"
+    shift = _shift_test(args, proba, train_prior)
+    if shift is not None and (not shift.shifted or args.val_outputs is None):
+        if args.method in ("mle", "map"):
+            _check_estimate_options(args)
+        if shift.shifted:
+            # Rejected against the training prior only: a shift or a
+            # miscalibrated model, which cannot be told apart without the
+            # validation outputs (see the warning); not adapting cannot hurt.
+            return train_prior, (
+                "shift or miscalibration (no --val-outputs); posteriors unchanged"
+            )
+        found = (
+            "too few rows to test for shift"
+            if np.isnan(shift.pvalue)
+            else f"no shift found (p = {shift.pvalue:.3g} > {args.shift_level:g})"
+        )
+        return train_prior, f"{found}; posteriors unchanged"
+    for warning in caught:
+        warnings.warn_explicit(
+            warning.message, warning.category, warning.filename, warning.lineno
+        )
+    if args.method in ("mle", "map"):
+        result, how = _estimate(args, proba, train_prior)
+        prior = np.asarray(result.prior)  # (computes a Dask estimate)
+    return prior, how
+
+
+def _adapt(args):
+    """Estimate the test prior of stored outputs and adapt them to it."""
+    from skprior import adjust_to_prior
+
+    _check_adapt_options(args)
+    if wants_out_of_core(args):
+        return _cli_blocks.adapt(
+            args, _training_prior, _say, _library_errors, _test_prior
+        )
+    proba = _load(args)
+    labels = _report_labels(args, proba)
+    train_prior = _training_prior(args, proba.shape[1])
+    start = time.perf_counter()
+    test_prior, how = _test_prior(args, proba, train_prior)
+    with _library_errors():
+        adjusted = adjust_to_prior(proba, train_prior, test_prior)
+    _say(args, f"test prior {how} ({time.perf_counter() - start:.1f}s)")
+    print(f"test prior ({how}):")
+    print(",".join(f"{value:.6f}" for value in test_prior))
+    return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
+
+
+# -- skprior calibrate -----------------------------------------------------------------
+
+
+def _fit_logits(args, logits):
+    """The logits and labels the temperature is fitted on."""
+    if args.fit_outputs is None:
+        fit_logits, rows_of = logits, "OUTPUTS"
+    else:
+        fit_logits = read_logits(
+            args.fit_outputs,
+            option="--fit-outputs",
+            key=args.key,
+            logits=args.logits,
+            note=_note(args),
+        )
+        _same_classes("--fit-outputs", args.fit_outputs, fit_logits, logits.shape[1])
+        rows_of = "--fit-outputs"
+    labels = _labels(args, args.fit_labels, "--fit-labels", fit_logits, rows_of)
+    return fit_logits, labels
+
+
+def _check_calibrate_options(args):
+    """Refuse --reg-lambda / --reg-mu without --method dirichlet; fill defaults."""
+    for option in ("--reg-lambda", "--reg-mu"):
+        if getattr(args, option[2:].replace("-", "_")) is not None and (
+            args.method != "dirichlet"
+        ):
+            raise InputError(
+                f"{option} is used only with --method dirichlet; --method "
+                f"{args.method} does not use it. Drop {option}, or pass --method "
+                f"dirichlet."
+            )
+    if args.reg_lambda is None:
+        args.reg_lambda = DEFAULT_REG_LAMBDA
+    if args.reg_mu is None:
+        args.reg_mu = DEFAULT_REG_MU
+
+
+def _fit_calibration(args, fit_logits, fit_labels):
+    """Fit --method; return (what to print, apply(logits), arrays for .npz)."""
+    import skprior
+
+    if args.method in ("nbvs", "vs"):
+        weights, bias = skprior.fit_vector_scaling(
+            fit_logits, fit_labels, bias=args.method == "vs"
+        )
+        extra = {"weights": weights, "bias": bias}
+        what = f"class factors from {weights.min():.6g} to {weights.max():.6g}" + (
+            f", biases from {bias.min():.6g} to {bias.max():.6g}"
+            if args.method == "vs"
+            else ""
+        )
+        return what, lambda z: skprior.softmax_vector_scaling(z, weights, bias), extra
+    if args.method == "dirichlet":
+        reg_lambda = args.reg_lambda
+        if reg_lambda == "auto":
+            reg_lambda, _ = skprior.select_dirichlet_regularization(
+                fit_logits, fit_labels, reg_mu=args.reg_mu
+            )
+        reg_mu = reg_lambda if args.reg_mu is None else args.reg_mu
+        matrix, bias = skprior.fit_dirichlet_calibration(
+            fit_logits, fit_labels, reg_lambda=reg_lambda, reg_mu=reg_mu
+        )
+        extra = {
+            "matrix": matrix,
+            "bias": bias,
+            "reg_lambda": np.float64(reg_lambda),
+            "reg_mu": np.float64(reg_mu),
+        }
+        what = (
+            f"Dirichlet calibration, reg_lambda {reg_lambda:.6g}"
+            + (" (auto)" if args.reg_lambda == "auto" else "")
+            + f", reg_mu {reg_mu:.6g}"
+        )
+        return (
+            what,
+            lambda z: skprior.softmax_dirichlet_calibration(z, matrix, bias),
+            extra,
+        )
+    bias = None
+    if args.method == "bcts":
+        temperature, bias = skprior.fit_bias_corrected_temperature(
+            fit_logits, fit_labels
+        )
+    else:
+        temperature = skprior.fit_temperature(
+            fit_logits, fit_labels, method=args.method
+        )
+    extra = {"temperature": np.float64(temperature)}
+    if bias is not None:
+        extra["bias"] = bias
+    return (
+        f"temperature {temperature:.6g}",
+        lambda z: skprior.softmax_temperature(z, temperature, bias),
+        extra,
+    )
+
+
+def _calibrate(args):
+    """Fit a calibration on labelled outputs and apply it to OUTPUTS."""
+    from skprior import softmax_temperature
+
+    _check_calibrate_options(args)
+    logits = read_logits(
+        args.outputs,
+        option="OUTPUTS",
+        key=args.key,
+        logits=args.logits,
+        note=_note(args),
+    )
+    _say(
+        args, f"read {args.outputs}: {logits.shape[0]} rows, {logits.shape[1]} classes"
+    )
+    labels = _report_labels(args, logits)
+    fit_logits, fit_labels = _fit_logits(args, logits)
+    start = time.perf_counter()
+    with _library_errors():
+        what, apply, extra = _fit_calibration(args, fit_logits, fit_labels)
+        before = softmax_temperature(logits, 1.0)
+        after = apply(logits)
+    source = args.outputs if args.fit_outputs is None else args.fit_outputs
+    _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
+    print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
+    return _finish(args, before, after, labels, extra)
+
+
+COMMANDS = {"demo": demo, "can": _can, "adapt": _adapt, "calibrate": _calibrate}
+
+
+def _run(args):
+    """Run a command; library warnings become one line on stderr."""
+    if getattr(args, "diagram", None) is not None and args.labels is None:
+        raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
+    if getattr(args, "output", None) is not None and not (
+        hasattr(args, "outputs") and wants_out_of_core(args)
+    ):  # (out of core: checked by _cli_blocks, which writes .npy and .zarr)
+        check_output_path(args.output)
+    if getattr(args, "diagram", None) is not None:
+        check_diagram_path(args.diagram)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return COMMANDS[args.command](args)
+        finally:  # (also when the command fails: a warning may explain why)
+            for warning in caught:
+                message = " ".join(str(warning.message).split())
+                print(f"skprior {args.command}: warning: {message}", file=sys.stderr)
+
+
+def run(args):
+    """Run the parsed command; return its exit code (0, 1, 2 or 130)."""
+    try:
+        return _run(args)
+    except InputError as exc:
+        message = " ".join(str(exc).split())  # one line, whatever numpy said
+        print(f"skprior {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"skprior {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of stdout left (skprior adapt ... | head -1): nothing is
+        # wrong. Python would report the failed flush of stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"skprior {args.command}: unexpected error (a bug: please report it "
+            f"with the traceback above)",
+            file=sys.stderr,
+        )
+        return 1

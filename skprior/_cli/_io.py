@@ -1,0 +1,278 @@
+"""The inputs and outputs of the ``skprior`` commands.
+
+The readers return checked arrays: model outputs as probabilities or logits,
+labels as class indices, priors as vectors summing to one. Each reads its
+file through :func:`skprior._cli._formats.read_array`, and raises
+:class:`~skprior._cli.InputError` with a message that names the option, the
+file, the problem and the fix (the command prints it as one line, exit code
+2).
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from skprior._cli._common import InputError
+from skprior._cli._formats import (
+    LABEL_KEYS,
+    SUFFIXES,
+    TEXT_SUFFIXES,
+    checked_suffix,
+    describe,
+    no_note,
+    read_array,
+)
+
+
+def _numeric_matrix(array, where):
+    if array.ndim != 2 or array.shape[1] < 2:
+        fix = (
+            " For a binary problem stored as P(class 1), save "
+            "numpy.column_stack([1 - p, p])."
+            if array.ndim == 1
+            else ""
+        )
+        raise InputError(
+            f"{where}: expected a 2-D array of shape (n_samples, n_classes) with at "
+            f"least 2 classes, got shape {array.shape}.{fix}"
+        )
+    if array.shape[0] == 0:
+        raise InputError(f"{where} holds no rows (shape {array.shape}).")
+    if array.dtype.kind not in "iuf":
+        raise InputError(
+            f"{where}: expected numbers, got dtype {array.dtype}; save the outputs "
+            f"as floats: numpy.asarray(outputs, dtype=float)."
+        )
+    return array
+
+
+def _finite_logits(array, where):
+    array = array.astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+        raise InputError(
+            f"{where}: the logits contain NaN or infinite values (first in row "
+            f"{row}); check the model's outputs."
+        )
+    return array
+
+
+def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
+    """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
+
+    With ``logits=True`` the array is passed through a softmax over each row.
+    """
+    from scipy.special import softmax
+
+    from skprior._utils._validation import check_proba
+
+    where = describe(option, path)
+    array = _numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    if logits:
+        array = softmax(_finite_logits(array, where), axis=1)
+    try:
+        proba = check_proba(array, name=where, logits_fix="pass --logits")
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    if array.dtype == np.float16:
+        # Checked at float16 precision, its rows sum to 1 within ~1e-3 only:
+        # renormalised, so that the commands' float64 steps accept them.
+        proba = proba / proba.sum(axis=1, keepdims=True)
+    return proba
+
+
+def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
+    """Model outputs as float64 logits (n_samples, n_classes).
+
+    Logits are returned as they are (finite values only); probabilities are
+    validated and their logarithm returned (``-inf`` for exact zeros), whose
+    softmax gives the probabilities back.
+    """
+    if not logits:
+        proba = read_outputs(path, option=option, key=key, note=note)
+        with np.errstate(divide="ignore"):
+            return np.log(proba.astype(np.float64))
+    where = describe(option, path)
+    array = _numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    return _finite_logits(array, where)
+
+
+def _first_line(path):
+    """The first non-blank line of a text file ('' if none or unreadable)."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            return next((line.strip() for line in handle if line.strip()), "")
+    except OSError:
+        return ""
+
+
+def read_labels(
+    path, n_samples, n_classes, *, option, key=None, note=no_note, rows_of="OUTPUTS"
+):
+    """Integer labels in ``0..n_classes-1``, one per row of the outputs.
+
+    ``n_samples=None`` accepts any number of labels (training labels).
+    ``rows_of`` names the outputs the labels belong to, in messages.
+    """
+    where = describe(option, path)
+    labels = read_array(
+        path,
+        option=option,
+        key=key,
+        key_option="--labels-key",
+        default_keys=LABEL_KEYS,
+        note=note,
+        what="labels",
+    )
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1:
+        fix = (
+            " If these are one-hot rows, save labels.argmax(axis=1)."
+            if labels.ndim == 2
+            else ""
+        )
+        raise InputError(
+            f"{where}: labels must be 1-D (one class index per sample), got shape "
+            f"{labels.shape}.{fix}"
+        )
+    text = Path(path).suffix.lower() in TEXT_SUFFIXES
+    if n_samples is not None and labels.shape[0] != n_samples:
+        hint = (
+            " Its first line '0' looks like the column name pandas writes: save "
+            "with to_csv(path, index=False, header=False)."
+            if text and labels.shape[0] == n_samples + 1 and _first_line(path) == "0"
+            else ""
+        )
+        raise InputError(
+            f"{where} has {labels.shape[0]} labels but {rows_of} has {n_samples} "
+            f"rows; give one label per row, in the same order.{hint}"
+        )
+    if labels.shape[0] == 0:
+        raise InputError(f"{where} holds no labels; write one label per line.")
+    if labels.dtype.kind not in "iuf":
+        raise InputError(
+            f"{where}: labels must be class indices 0..{n_classes - 1} (the column "
+            f"numbers of the outputs), got dtype {labels.dtype}; map each class "
+            f"name to its column number."
+        )
+    bad = ~np.isfinite(labels) | (labels != np.round(labels))
+    if np.any(bad):
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{where}: label {row} (counting from 0) is {labels[row]:g}, not a "
+            f"whole number; labels "
+            f"are class indices 0..{n_classes - 1} (the column numbers of the "
+            f"outputs)."
+        )
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise InputError(
+            f"{where}: labels must lie in 0..{n_classes - 1} (one per column of the "
+            f"outputs), got values from {labels.min():g} to {labels.max():g}; if "
+            f"they count from 1, subtract 1."
+        )
+    if n_samples is None and text and _first_line(path) == "0":
+        note(
+            f"{where}: line 1 '0' read as a label; if it is the column name pandas "
+            f"writes, save with to_csv(path, index=False, header=False)."
+        )
+    return labels.astype(np.int64)
+
+
+def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
+    """A class prior from a comma list (``"0.2,0.8"``) or a file of one vector.
+
+    Non-negative numbers that do not sum to one are treated as counts and
+    divided by their total. ``positive=True`` refuses a zero entry (a
+    training prior, which the methods divide by).
+    """
+    if Path(text).suffix.lower() in SUFFIXES:
+        where = describe(option, text)
+        values = read_array(text, option=option, note=note, what="prior")
+        if values.ndim == 2 and 1 in values.shape:
+            values = np.ravel(values)  # one row or one column
+        if values.ndim != 1 or values.dtype.kind not in "iuf":
+            raise InputError(
+                f"{where}: a prior file must hold one vector of numbers, got an "
+                f"array of shape {values.shape} and dtype {values.dtype}."
+            )
+        values = values.astype(np.float64)
+    else:
+        where = f"{option} {text!r}"
+        try:
+            values = np.array([float(v) for v in text.split(",")], dtype=np.float64)
+        except ValueError as exc:
+            raise InputError(
+                f"{where} is neither a file (.npy, .npz, .csv, .txt) nor a "
+                f"comma-separated list of numbers such as 0.2,0.8."
+            ) from exc
+    if values.shape[0] != n_classes:
+        raise InputError(
+            f"{where} has {values.shape[0]} entries but the outputs have "
+            f"{n_classes} classes; give one weight per class."
+        )
+    bad = ~np.isfinite(values) | (values < 0)
+    if np.any(bad) or values.sum() <= 0:
+        problem = (
+            f"entry {int(np.argmax(bad))} is {values[np.argmax(bad)]:g}"
+            if np.any(bad)
+            else "every entry is 0"
+        )
+        raise InputError(
+            f"{where}: {problem}; a prior is non-negative numbers with a positive "
+            f"sum (probabilities, or counts), one per class."
+        )
+    if positive and np.any(values == 0):
+        zero = np.flatnonzero(values == 0).tolist()
+        raise InputError(
+            f"{where} is 0 for the classes {zero}: the methods divide by the "
+            f"training prior, so give every class a positive weight (a count of "
+            f"at least 1)."
+        )
+    return values / values.sum()
+
+
+def _short(values):
+    shown = ",".join(f"{v:g}" for v in values[:10])
+    return shown + (",..." if values.shape[0] > 10 else "")
+
+
+def check_output_path(path, option="--output"):
+    """Refuse an output path with an unknown extension or a missing folder.
+
+    Returns the extension; called before any computation, so that a typo in
+    ``--output`` costs nothing.
+    """
+    suffix = checked_suffix(path, option)
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(
+            f"{option} {path}: the folder {folder} does not exist; create it first."
+        )
+    if Path(path).is_dir():
+        raise InputError(f"{option} {path} is a folder; name a file.")
+    return suffix
+
+
+def write_array(path, proba, extra=None):
+    """Write ``proba`` to ``path``; the format follows the extension.
+
+    ``.npz`` files hold ``proba`` under the key ``proba`` and the arrays of
+    ``extra`` (a dict) under their names; .npy and .csv hold ``proba`` only.
+    """
+    suffix = check_output_path(path)
+    try:
+        # (through a file object: given a name, numpy would append ".npy" or
+        # ".npz" to an upper-case extension)
+        if suffix == ".npy":
+            with open(path, "wb") as handle:
+                np.save(handle, proba)
+        elif suffix == ".npz":
+            with open(path, "wb") as handle:
+                np.savez(handle, proba=proba, **(extra or {}))
+        else:
+            # Enough digits to read the same floats back.
+            digits = 9 if proba.dtype == np.float32 else 17
+            np.savetxt(path, proba, delimiter=",", fmt=f"%.{digits}g")
+    except OSError as exc:
+        raise InputError(f"--output {path} cannot be written ({exc}).") from exc

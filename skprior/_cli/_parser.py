@@ -1,0 +1,417 @@
+"""The ``skprior`` command line (``skprior ...`` or ``python -m skprior ...``).
+
+``skprior demo`` fits a model on a shipped dataset; the other commands work on
+stored model outputs (probabilities or logits in .npy, .npz or .csv files), for
+users whose model is not a scikit-learn estimator. Exit codes: 0 success, 2 a
+usage or input error (bad option, missing or malformed file, mismatched shapes;
+one line on stderr, no traceback), 1 an unexpected error (a bug: traceback).
+
+This module builds the parser from :mod:`skprior._utils._options` alone, so that
+``--help`` and ``--version`` answer without importing NumPy, SciPy or
+scikit-learn; the commands themselves live in :mod:`skprior._cli._commands`.
+"""
+
+import argparse
+import re
+import sys
+import textwrap
+
+from skprior import __version__
+from skprior._utils._options import (
+    DEFAULT_ALPHA,
+    DEFAULT_DIRICHLET_ALPHA,
+    DEFAULT_K,
+    DEFAULT_MAX_ITER,
+    DEFAULT_N_ITER,
+    DEFAULT_PRIOR_METHOD,
+    DEFAULT_REG_LAMBDA,
+    DEFAULT_REG_MU,
+    DEFAULT_SHIFT_LEVEL,
+    DEFAULT_SOLVER,
+    DEFAULT_TAU,
+    DEFAULT_TEMPERATURE_METHOD,
+    DEFAULT_TOL,
+    DEFAULT_UNCERTAINTY,
+    ESTIMATOR_CALIBRATION_METHODS,
+    PRIOR_METHODS,
+    SHIPPED_DATASETS,
+    SOLVERS,
+    UNCERTAINTY_KINDS,
+)
+
+EXIT_CODES = """\
+file formats:
+  .npy one array; .npz named arrays (--key picks one; default: the only array,
+  else 'predictions', 'proba' or 'logits'; labels: 'labels', 'ground_truth' or
+  'y'); .csv/.txt comma-separated numbers, one sample per line (UTF-8, a BOM is
+  fine). A first line with no numbers, or pandas' default header 0,1,...,K-1
+  over float lines, is skipped as a header and reported; any other line that
+  is not all numbers is an error. Labels are class indices 0..m-1 (column
+  numbers of the outputs). Outputs written to .npz use the key 'proba'.
+
+exit codes:
+  0 success; 2 usage or input error (one line on stderr); 1 unexpected error.
+"""
+
+# What each method of a --method option does, for its help (the choices and
+# the default come from skprior._utils._options).
+ADAPT_METHODS_HELP = {
+    "mle": "maximum likelihood (EM or --solver)",
+    "map": "with a Dirichlet hyper-prior (--dirichlet-alpha)",
+    "bbse": "black-box shift estimation (needs --val-outputs and --val-labels)",
+    "rlls": "BBSE regularised towards no shift (needs --val-outputs, --val-labels)",
+    "known": "use --test-prior",
+}
+CALIBRATION_METHODS_HELP = {
+    "ec": "mean confidence = accuracy",
+    "nll": "minimum log loss",
+    "bcts": "temperature and class biases by log loss",
+    "nbvs": "one factor per class by log loss (no-bias vector scaling)",
+    "vs": "one factor and one bias per class by log loss (vector scaling)",
+    "dirichlet": "Dirichlet calibration, a K x K matrix with ODIR "
+    "(--reg-lambda, --reg-mu)",
+}
+# Options whose value is a comma list that may start with a minus sign, which
+# argparse would take for an option ("--test-prior -1,1,1").
+LIST_OPTIONS = ("--prior", "--test-prior")
+_NEGATIVE_FIRST = re.compile(r"^-\.?[0-9]")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message (argparse prints the usage too)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help').\n")
+
+
+def _k(text):
+    """--k: an integer or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither an integer nor 'auto'"
+        ) from None
+
+
+def _reg_lambda(text):
+    """--reg-lambda: a number or "auto" (the range is checked by the library)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number nor 'auto'"
+        ) from None
+
+
+def _methods_help(helps, choices, default):
+    described = "; ".join(f"{name}: {helps.get(name, name)}" for name in choices)
+    return f"{described} (default: {default})"
+
+
+def _outputs_parser():
+    """Options shared by every command on stored outputs."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "outputs",
+        metavar="OUTPUTS",
+        help="model outputs, one row per sample (.npy, .npz, .csv)",
+    )
+    parent.add_argument("--key", help="array name inside .npz outputs files")
+    parent.add_argument(
+        "--logits",
+        action="store_true",
+        help="the outputs files hold logits: apply a softmax to each row first",
+    )
+    parent.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the adjusted probabilities here (.npy, .npz, .csv)",
+    )
+    parent.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="true labels of OUTPUTS: print accuracy, ECE and NLL before and after",
+    )
+    parent.add_argument(
+        "--labels-key", metavar="KEY", help="array name inside .npz labels files"
+    )
+    parent.add_argument(
+        "--diagram",
+        metavar="PNG",
+        help="with --labels: save a reliability diagram, before and after",
+    )
+    parent.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress messages on stderr"
+    )
+    parent.add_argument(
+        "--out-of-core",
+        action="store_true",
+        help="process a .npy OUTPUTS block by block with Dask (automatic for "
+        ".zarr and for .npy files larger than half the memory; can and adapt)",
+    )
+    return parent
+
+
+def _add_command(commands, name, parent, help, description):
+    return commands.add_parser(
+        name,
+        parents=[parent],
+        help=help,
+        description=textwrap.fill(description, 79),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _add_train_prior(command):
+    prior = command.add_mutually_exclusive_group(required=True)
+    prior.add_argument(
+        "--prior",
+        metavar="PRIOR",
+        help="training prior: a comma list (0.2,0.3,0.5, or counts; one entry per "
+        "class) or a file holding one vector",
+    )
+    prior.add_argument(
+        "--prior-from-labels",
+        metavar="FILE",
+        help="count the training prior from this file of training labels",
+    )
+
+
+def _add_can(commands, parent):
+    can = _add_command(
+        commands,
+        "can",
+        parent,
+        help="apply CAN (alternating normalization) to stored outputs",
+        description="Correct the low-confidence rows of OUTPUTS with CAN "
+        "(Jia et al., 2021) against the confident rows and the training prior.",
+    )
+    _add_train_prior(can)
+    can.add_argument(
+        "--k",
+        type=_k,
+        default=DEFAULT_K,
+        help="top classes in the uncertainty: an integer >= 2, or auto = "
+        "min(3, classes) (default: %(default)s)",
+    )
+    can.add_argument(
+        "--uncertainty",
+        choices=UNCERTAINTY_KINDS,
+        default=DEFAULT_UNCERTAINTY,
+        help="the uncertainty measure compared with tau (default: %(default)s)",
+    )
+    can.add_argument(
+        "--tau",
+        type=float,
+        default=DEFAULT_TAU,
+        help="rows with uncertainty >= tau are corrected (default: %(default)s)",
+    )
+    can.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help="power before each column normalisation (default: %(default)s)",
+    )
+    can.add_argument(
+        "--n-iter",
+        type=int,
+        default=DEFAULT_N_ITER,
+        help="number of alternating normalisation steps (default: %(default)s)",
+    )
+    can.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="take the confident rows from these outputs (held-out data) "
+        "instead of OUTPUTS itself",
+    )
+
+
+def _add_adapt(commands, parent):
+    adapt = _add_command(
+        commands,
+        "adapt",
+        parent,
+        help="estimate the test prior of stored outputs and adapt them to it",
+        description="Estimate the class prior of the batch OUTPUTS (label "
+        "shift) and move its posteriors from the training prior to it by "
+        "Bayes' rule; print the test prior. First a test of no shift compares "
+        "the batch's mean posterior with that of --val-outputs (the model's "
+        "outputs on validation data) or, without them, with the training "
+        "prior; a batch it finds unshifted is left as it is (--shift-level), "
+        "and so is one that differs only from the training prior, which a "
+        "miscalibrated model's batch does without any shift: pass "
+        "--val-outputs. "
+        "The posteriors should be calibrated (see 'skprior calibrate'). The "
+        "training prior must be the one the posteriors are calibrated to.",
+    )
+    _add_train_prior(adapt)
+    adapt.add_argument(
+        "--method",
+        choices=PRIOR_METHODS,
+        default=DEFAULT_PRIOR_METHOD,
+        help=_methods_help(ADAPT_METHODS_HELP, PRIOR_METHODS, DEFAULT_PRIOR_METHOD),
+    )
+    # (default None: an option the method does not use is refused, not ignored)
+    adapt.add_argument(
+        "--solver",
+        choices=SOLVERS,
+        help=f"solver of mle/map (default: {DEFAULT_SOLVER}); squarem is faster "
+        f"when classes are absent",
+    )
+    adapt.add_argument(
+        "--dirichlet-alpha",
+        type=float,
+        help=f"concentration a >= 1 of the map hyper-prior (default: "
+        f"{DEFAULT_DIRICHLET_ALPHA})",
+    )
+    adapt.add_argument(
+        "--max-iter",
+        type=int,
+        help=f"iterations of mle/map (default: {DEFAULT_MAX_ITER})",
+    )
+    adapt.add_argument(
+        "--tol", type=float, help=f"L1 tolerance of mle/map (default: {DEFAULT_TOL})"
+    )
+    adapt.add_argument(
+        "--test-prior",
+        metavar="PRIOR",
+        help="the known test prior (--method known): a comma list or a file",
+    )
+    adapt.add_argument(
+        "--shift-level",
+        type=float,
+        help=f"level of the test of no shift run before adapting (default: "
+        f"{DEFAULT_SHIFT_LEVEL}); 1 adapts every batch",
+    )
+    adapt.add_argument(
+        "--val-outputs",
+        metavar="FILE",
+        help="held-out outputs without shift: the reference of the test of no "
+        "shift (recommended), and with --val-labels the confusion matrix of bbse "
+        "and rlls",
+    )
+    adapt.add_argument(
+        "--val-labels", metavar="FILE", help="labels of --val-outputs (bbse, rlls)"
+    )
+
+
+def _add_calibrate(commands, parent):
+    calibrate = _add_command(
+        commands,
+        "calibrate",
+        parent,
+        help="fit a calibration on labelled outputs and apply it",
+        description="Fit a calibration on labelled outputs (--fit-outputs, "
+        "default OUTPUTS itself, with --fit-labels) and apply it to OUTPUTS: a "
+        "temperature T (softmax(logits / T), with class biases for bcts), one "
+        "factor per class (nbvs, vs) or Dirichlet calibration. Probabilities "
+        "are read as logits log(p). Prints what was fitted.",
+    )
+    calibrate.add_argument(
+        "--fit-labels",
+        metavar="FILE",
+        required=True,
+        help="labels of the outputs the temperature is fitted on",
+    )
+    calibrate.add_argument(
+        "--fit-outputs",
+        metavar="FILE",
+        help="outputs to fit the temperature on (default: OUTPUTS)",
+    )
+    calibrate.add_argument(
+        "--method",
+        choices=ESTIMATOR_CALIBRATION_METHODS,
+        default=DEFAULT_TEMPERATURE_METHOD,
+        help=_methods_help(
+            CALIBRATION_METHODS_HELP,
+            ESTIMATOR_CALIBRATION_METHODS,
+            DEFAULT_TEMPERATURE_METHOD,
+        ),
+    )
+    calibrate.add_argument(
+        "--reg-lambda",
+        type=_reg_lambda,
+        help=f"dirichlet: off-diagonal penalty lambda >= 0, or 'auto' (chosen by "
+        f"cross-validation) (default: {DEFAULT_REG_LAMBDA})",
+    )
+    calibrate.add_argument(
+        "--reg-mu",
+        type=float,
+        help=f"dirichlet: bias penalty mu >= 0 (default: {DEFAULT_REG_MU}, that is "
+        f"mu = lambda)",
+    )
+
+
+def build_parser():
+    """The argument parser of the ``skprior`` command."""
+    parser = _Parser(
+        prog="skprior",
+        description="Improve a classifier's probabilities with the class prior.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"skprior {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="fit a model on a shipped real dataset and show accuracy with CAN",
+        description="Fit logistic regression on a shipped PMLB dataset, then "
+        "print test accuracy alone, with CAN at its defaults, and with CAN tuned "
+        "by GridSearchCV on a validation split (the model is fitted once).",
+    )
+    demo.add_argument(
+        "--dataset", choices=SHIPPED_DATASETS, default=SHIPPED_DATASETS[0]
+    )
+    demo.add_argument("--seed", type=int, default=0, help="random seed of the splits")
+    parent = _outputs_parser()
+    _add_can(commands, parent)
+    _add_adapt(commands, parent)
+    _add_calibrate(commands, parent)
+    return parser
+
+
+def _join_negative_lists(argv):
+    """``--test-prior -1,1,1`` as ``--test-prior=-1,1,1``.
+
+    argparse reads a value that starts with "-" and is not a plain negative
+    number as the next option, and then reports a missing value: joined, the
+    list reaches the prior's own check, which says what is wrong with it.
+    """
+    joined, i = [], 0
+    while i < len(argv):
+        if (
+            argv[i] in LIST_OPTIONS
+            and i + 1 < len(argv)
+            and _NEGATIVE_FIRST.match(argv[i + 1])
+        ):
+            joined.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            joined.append(argv[i])
+            i += 1
+    return joined
+
+
+def main(argv=None):
+    """Run the ``skprior`` command; return its exit code (0, 1 or 2)."""
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_join_negative_lists(argv))
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 0
+    # (imported only now: NumPy, SciPy and scikit-learn take seconds to load)
+    from skprior._cli._commands import run
+
+    return run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

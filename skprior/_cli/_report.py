@@ -1,0 +1,81 @@
+"""The report and the reliability diagram of the ``skprior`` commands."""
+
+from pathlib import Path
+
+import numpy as np
+
+from skprior._cli._common import InputError
+
+
+def scores(proba, labels):
+    """Accuracy, ECE (top-label, 15 bins) and mean NLL of ``proba``."""
+    from skprior.metrics import expected_calibration_error
+
+    accuracy = float(np.mean(np.argmax(proba, axis=1) == labels))
+    ece = expected_calibration_error(labels, proba, labels=np.arange(proba.shape[1]))
+    picked = proba[np.arange(len(labels)), labels].astype(np.float64)
+    nll = float(-np.mean(np.log(np.clip(picked, np.finfo(np.float64).tiny, None))))
+    return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
+
+
+def report(before, after, labels):
+    """Print accuracy, ECE and NLL before and after on stdout."""
+    old, new = scores(before, labels), scores(after, labels)
+    print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
+    for name in old:
+        change = new[name] - old[name]
+        print(f"{name:10}{old[name]:10.4f}{new[name]:10.4f}{change:+10.4f}")
+
+
+def check_diagram_path(path):
+    """Refuse a --diagram path that matplotlib cannot write, before any work."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as exc:
+        raise InputError(
+            "--diagram needs matplotlib: pip install 'skprior[plot]'."
+        ) from exc
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        known = ", ".join("." + name for name in sorted(formats))
+        raise InputError(
+            f"{path}: matplotlib cannot write this file type; use one of {known}."
+        )
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist.")
+
+
+def diagram(path, before, after, labels, title):
+    """Save a reliability diagram of ``before`` and ``after`` to ``path``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise InputError(
+            "--diagram needs matplotlib: pip install 'skprior[plot]'."
+        ) from exc
+    from skprior import ReliabilityDisplay
+
+    classes = np.arange(before.shape[1])
+    fig, ax = plt.subplots(figsize=(5, 5), layout="constrained")
+    for name, proba, ref_line in [("before", before, True), ("after", after, False)]:
+        ReliabilityDisplay.from_predictions(
+            labels,
+            proba,
+            labels=classes,
+            name=name,
+            ax=ax,
+            histogram=False,
+            ref_line=ref_line,
+        )
+    ax.set_title(title)
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot write the diagram ({exc}).") from exc
+    finally:
+        plt.close(fig)

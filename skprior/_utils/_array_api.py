@@ -1,0 +1,314 @@
+"""Arrays of other libraries: the array API namespace, device and host helpers.
+
+Every public array function takes NumPy arrays (and array-likes) on its own
+fast path, and any array of the array API standard -- PyTorch, CuPy, JAX,
+``array-api-strict``, Dask -- on a second path written once against the
+namespace that ``array-api-compat`` returns. On that path the ``n x K`` data
+stay in their namespace and on their device; only scalars and small
+``K``-vectors cross to the host, where the solvers (EM, Brent's method,
+L-BFGS) run on NumPy.
+
+Dask arrays are lazy: a map (``adjust_to_prior``) returns a Dask array, and a
+reduction is computed once per pass, every result of the pass in one
+``dask.compute`` (:func:`to_host`), so each pass reads the data once.
+
+Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
+passes such an array: skprior works without them.
+"""
+
+import numpy as np
+
+from skprior._utils._kernels import BLOCK_ELEMENTS, row_blocks
+
+# Modules whose arrays are not NumPy's but may have no ``__array_namespace__``
+# of their own (array-api-compat wraps them).
+_FOREIGN_MODULES = ("torch", "cupy", "jax", "jaxlib", "dask", "array_api_strict")
+
+# Off NumPy a block is larger: one kernel launch per few million entries would
+# dominate on a GPU, and the device has room for it.
+XP_BLOCK_ELEMENTS = 16 * BLOCK_ELEMENTS
+
+
+def _is_foreign(array):
+    if array is None or isinstance(array, (np.ndarray, np.generic)):
+        return False
+    module = type(array).__module__.partition(".")[0]
+    return module in _FOREIGN_MODULES or hasattr(array, "__array_namespace__")
+
+
+def numpy_namespace():
+    """array-api-compat's NumPy namespace (the installed one, else scikit-learn's)."""
+    try:
+        import array_api_compat.numpy as numpy_xp
+    except ImportError:
+        from skprior._utils._sklearn_compat import numpy_xp
+    return numpy_xp
+
+
+def namespace_of(*arrays):
+    """The array API namespace of the non-NumPy arrays among ``arrays``.
+
+    ``None`` when every one is a NumPy array, a list or anything else that
+    NumPy converts: the caller then takes its NumPy path.
+
+    Raises
+    ------
+    ImportError
+        When such an array is given but ``array-api-compat`` is not installed.
+    TypeError
+        When the arrays belong to different libraries.
+    """
+    foreign = [array for array in arrays if _is_foreign(array)]
+    if not foreign:
+        return None
+    try:
+        import array_api_compat
+    except ImportError as exc:  # pragma: no cover - the test extra installs it
+        raise ImportError(
+            f"skprior needs array-api-compat for {type(foreign[0]).__module__} "
+            f"arrays: pip install 'skprior[array-api]' (or pass NumPy arrays)."
+        ) from exc
+    try:
+        return array_api_compat.array_namespace(*foreign)
+    except TypeError as exc:
+        kinds = sorted({type(array).__module__ for array in foreign})
+        raise TypeError(
+            f"The arrays come from different libraries ({', '.join(kinds)}); "
+            f"pass them all as arrays of one library (or NumPy arrays)."
+        ) from exc
+
+
+def get_namespace(*arrays):
+    """The namespace to compute in, and whether it is NumPy's.
+
+    One code path serves every library: NumPy arrays (and lists, pandas
+    objects, anything NumPy converts) get array-api-compat's NumPy namespace
+    (scikit-learn ships a copy, so it needs no extra install), other arrays
+    the namespace of their library (:func:`namespace_of`). ``is_numpy`` lets
+    a kernel take a faster NumPy form (a partition, an in-place update) where
+    the standard has none, as scikit-learn's own helpers do.
+
+    Returns
+    -------
+    xp : module
+        The array API namespace.
+    is_numpy : bool
+        Whether the arrays are NumPy's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xp, is_numpy = get_namespace(np.ones(3))
+    >>> is_numpy, float(xp.sum(xp.asarray([1.0, 2.0])))
+    (True, 3.0)
+    """
+    xp = namespace_of(*arrays)
+    if xp is None:
+        return numpy_namespace(), True
+    return xp, False
+
+
+def is_dask(xp):
+    """Whether ``xp`` is array-api-compat's Dask namespace."""
+    return xp.__name__.startswith("array_api_compat.dask")
+
+
+def device_of(array):
+    """The device of ``array`` (``"cpu"`` for Dask)."""
+    import array_api_compat
+
+    return array_api_compat.device(array)
+
+
+def work_dtype(xp, device):
+    """float64 where the namespace has it on ``device``, else float32.
+
+    The solvers accumulate in float64, as the NumPy path does; a device
+    without it (Apple's MPS) computes in float32.
+    """
+    try:
+        dtypes = xp.__array_namespace_info__().dtypes(device=device)
+    except (AttributeError, TypeError, ValueError):  # pragma: no cover
+        return xp.float64
+    return xp.float64 if "float64" in dtypes else xp.float32
+
+
+def float_dtype_of(xp, array):
+    """The floating dtype of ``array`` (float32 stays, anything else float64)."""
+    return xp.float32 if array.dtype == xp.float32 else xp.float64
+
+
+def to_host(xp, *arrays):
+    """NumPy copies of small arrays (K-vectors, scalars): one transfer each.
+
+    For Dask every array is computed in one ``dask.compute``: the results of
+    one pass share the reading of the data.
+    """
+    if is_dask(xp):
+        import dask
+
+        arrays = dask.compute(*arrays)
+        return tuple(np.asarray(array) for array in arrays)
+    import array_api_compat
+
+    out = []
+    for array in arrays:
+        if array_api_compat.is_torch_array(array):
+            array = array.detach().cpu().numpy()
+        elif array_api_compat.is_cupy_array(array):  # pragma: no cover - no GPU
+            array = array.get()
+        out.append(np.asarray(array))
+    return tuple(out)
+
+
+def scalars_to_host(xp, *arrays):
+    """:func:`to_host` of 0-d arrays, as Python floats."""
+    return tuple(float(value) for value in to_host(xp, *arrays))
+
+
+def from_host(xp, array, device, dtype=None):
+    """A small host array (a K-vector) in namespace ``xp`` on ``device``."""
+    array = np.asarray(array)
+    if is_dask(xp):
+        return array if dtype is None else array.astype(_numpy_dtype(xp, dtype))
+    return xp.asarray(array, device=device, dtype=dtype)
+
+
+def _numpy_dtype(xp, dtype):
+    return np.float32 if dtype == xp.float32 else np.float64
+
+
+def per_row(xp, values, like, dtype=None):
+    """``values`` (one per row of ``like``) in the namespace of ``like``.
+
+    NumPy input is moved to the device (labels, weights: ``n``-vectors, not
+    ``n x K``); for Dask it is chunked as the rows of ``like``.
+    """
+    if is_dask(xp):
+        import dask.array as da
+
+        if isinstance(values, da.Array):
+            values = values.rechunk((like.chunks[0],))
+        else:
+            values = da.from_array(np.asarray(values), chunks=(like.chunks[0],))
+        return values if dtype is None else values.astype(_numpy_dtype(xp, dtype))
+    if _is_foreign(values):
+        values = xp.asarray(values, device=device_of(like))
+        return values if dtype is None else xp.astype(values, dtype)
+    return xp.asarray(np.asarray(values), device=device_of(like), dtype=dtype)
+
+
+def blocks(xp, n_rows, n_columns):
+    """Row slices for a block-wise pass; one slice over everything for Dask.
+
+    A Dask graph is already chunked, and a block loop would build one graph
+    per block.
+    """
+    if is_dask(xp):
+        return [slice(None)]
+    # (stops clamped: the standard leaves out-of-bounds slices unspecified)
+    return [
+        slice(block.start, min(block.stop, n_rows))
+        for block in row_blocks(n_rows, n_columns, XP_BLOCK_ELEMENTS)
+    ]
+
+
+def sum_blocks(xp, n_rows, n_columns, function):
+    """Sum ``function(block)`` (a tuple of arrays) over the row blocks.
+
+    On the device; the sums come back to the host in one transfer (one Dask
+    compute).
+    """
+    totals = None
+    for block in blocks(xp, n_rows, n_columns):
+        parts = function(block)
+        totals = parts if totals is None else tuple(map(_add, totals, parts))
+    return to_host(xp, *totals)
+
+
+def _add(a, b):
+    return a + b
+
+
+def map_blocks(xp, n_rows, n_columns, function):
+    """``function(block)`` over the row blocks, concatenated (lazy for Dask)."""
+    pieces = [function(block) for block in blocks(xp, n_rows, n_columns)]
+    return pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=0)
+
+
+def top_k(xp, array, k):
+    """The ``k`` largest entries of each row, in no particular order.
+
+    The standard has no partition: ``torch.topk`` where the namespace is
+    PyTorch's, NumPy's partition on each block of a Dask array whose rows are
+    whole in one chunk, else a full sort (``xp.sort``).
+    """
+    import array_api_compat
+
+    n_columns = array.shape[1]
+    if array_api_compat.is_torch_array(array):
+        return array.topk(k, dim=1, sorted=False).values
+    if is_dask(xp):
+        array = array.rechunk({1: -1})
+        return array.map_blocks(
+            lambda block: np.partition(block, n_columns - k, axis=1)[:, -k:],
+            chunks=(array.chunks[0], (k,)),
+            dtype=array.dtype,
+        )
+    return xp.sort(array, axis=1)[:, n_columns - k :]
+
+
+def entr(xp, x):
+    """``-x log x`` with ``entr(0) = 0``, as :func:`scipy.special.entr`."""
+    positive = x > 0
+    return xp.where(positive, -x * xp.log(xp.where(positive, x, 1.0)), 0.0)
+
+
+def logsumexp_rows(xp, x):
+    """``log sum_k exp(x_ik)`` of each row (``-inf`` for an all ``-inf`` row)."""
+    return logsumexp(xp, x, axis=1)
+
+
+def safe_log(xp, x):
+    """``log x`` with ``log 0 = -inf``, and no warning."""
+    positive = x > 0
+    return xp.where(positive, xp.log(xp.where(positive, x, 1.0)), -xp.inf)
+
+
+def logsumexp(xp, x, axis):
+    r"""``log sum exp(x)`` along ``axis``: the one log-sum-exp of skprior.
+
+    :math:`\log \sum_j e^{x_j} = m + \log \sum_j e^{x_j - m}` with
+    :math:`m = \max_j x_j` (``0`` where the maximum is not finite), so that
+    no term overflows; a slice of ``-inf`` gives ``-inf``. NumPy arrays go
+    to :func:`scipy.special.logsumexp`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xp, _ = get_namespace(np.zeros(1))
+    >>> logsumexp(xp, xp.asarray([[0.0, 0.0], [-np.inf, -np.inf]]), axis=1)
+    array([0.69314718,       -inf])
+    """
+    if isinstance(x, np.ndarray):
+        from scipy.special import logsumexp as scipy_logsumexp
+
+        return scipy_logsumexp(x, axis=axis)
+    top = xp.max(x, axis=axis, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, 0.0)
+    total = safe_log(xp, xp.sum(xp.exp(x - top), axis=axis, keepdims=True))
+    return xp.squeeze(total + top, axis=axis)
+
+
+def result_array(xp, values, like):
+    """A host result (a ``K``-vector) in the namespace and on the device of ``like``.
+
+    A Dask array for Dask input; float64 as on the NumPy path (float32 on a
+    device without float64).
+    """
+    dtype = work_dtype(xp, device_of(like))
+    if is_dask(xp):
+        import dask.array as da
+
+        return da.from_array(np.asarray(values, dtype=_numpy_dtype(xp, dtype)))
+    return xp.asarray(np.asarray(values), device=device_of(like), dtype=dtype)

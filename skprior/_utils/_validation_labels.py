@@ -1,0 +1,234 @@
+"""The input checks of labels, sample weights and scored ``(y_true, y_proba)`` pairs.
+
+Part of skprior's one validation system (with :mod:`skprior._utils._validation`, which
+checks probabilities, logits and priors): each turns bad input into an error
+that says what is wrong and how to fix it, and none modifies the caller's array.
+"""
+
+import numpy as np
+from scipy import sparse
+
+from skprior._utils._validation import (
+    _first,
+    as_labels,
+    as_numeric,
+    check_length,
+    check_proba,
+)
+
+
+def _describe_labels(y):
+    if y.dtype.kind == "f":
+        bad = y[y != np.round(y)]
+        return f"non-integer values such as {bad[0]:g}"
+    return f"dtype {y.dtype} (such as {_first(y)!r})"
+
+
+def check_class_indices(y, n_samples, n_classes, *, name="logits"):
+    """Validate encoded labels: integers in ``[0, n_classes)``."""
+    y = as_labels(y, "y")
+    check_length(y, n_samples, "y", name, what="label")
+    if y.dtype.kind not in "biu" and not (
+        y.dtype.kind == "f" and np.all(y == np.round(y))
+    ):
+        raise ValueError(
+            f"y must hold class indices 0..{n_classes - 1} (the column of the true "
+            f"class in {name}), got {_describe_labels(y)}. Encode string labels "
+            f"first, e.g. with sklearn.preprocessing.LabelEncoder."
+        )
+    y = y.astype(np.intp)
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(
+            f"y holds class indices outside 0..{n_classes - 1} (min {y.min()}, "
+            f"max {y.max()}); {name} has {n_classes} columns."
+        )
+    return y
+
+
+def encode_labels(
+    y,
+    classes,
+    *,
+    name="y",
+    owner="the classifier was not fitted on",
+    positions=False,
+):
+    """Map labels ``y`` to their positions in ``classes``.
+
+    Raises a ``ValueError`` naming the labels that ``classes`` does not hold.
+    With ``positions=True``, labels that are all column positions
+    ``0..n_classes-1`` and none of them a class are read as positions: this
+    is how scikit-learn's ``cross_val_predict`` passes ``y`` for
+    ``method="predict_proba"`` (label-encoded, in the sorted order of the
+    classes), and how ``CalibratedClassifierCV`` reads it around a frozen
+    model. Labels that could be classes are never read as positions.
+    """
+    position = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
+    uniques, inverse = np.unique(np.asarray(y), return_inverse=True)
+    unknown = [label for label in uniques.tolist() if label not in position]
+    if unknown and positions and _are_positions(uniques, position):
+        return uniques.astype(np.intp)[inverse.reshape(-1)]
+    if unknown:
+        raise ValueError(
+            f"{name} contains labels {unknown[:10]} that {owner}; the classes are "
+            f"{np.asarray(classes).tolist()[:20]}. Pass only labels the model "
+            f"knows, or refit the model on data that has them."
+        )
+    codes = np.array([position[label] for label in uniques.tolist()], dtype=np.intp)
+    return codes[inverse.reshape(-1)]
+
+
+def _are_positions(uniques, position):
+    """Whether the sorted labels ``uniques`` are column positions, not classes."""
+    if uniques.dtype.kind not in "iu" or not uniques.size:
+        return False
+    values = uniques.tolist()
+    return (
+        values[0] >= 0
+        and values[-1] < len(position)
+        and not any(value in position for value in values)
+    )
+
+
+def label_frequencies(y_index, n_classes, sample_weight=None):
+    """Weighted frequencies of the encoded labels ``y_index`` (sum to one)."""
+    counts = np.bincount(y_index, weights=sample_weight, minlength=n_classes)
+    total = counts.sum()
+    if total <= 0:
+        raise ValueError("sample_weight sums to zero: no class prior can be counted.")
+    return counts / total
+
+
+def check_sample_weight(sample_weight, n_samples, *, name="sample_weight"):
+    """Validate weights: one finite, non-negative float64 per sample, sum > 0.
+
+    ``None`` means all ones. Always a new array: a fitted attribute built from
+    it never aliases the caller's array.
+    """
+    if sample_weight is None:
+        return np.ones(n_samples)
+    weights = as_numeric(sample_weight, name, "(n_samples,)")
+    if weights.ndim != 1:
+        raise ValueError(
+            f"{name} must be 1-D with one weight per sample ({n_samples}), got an "
+            f"array of shape {weights.shape}."
+        )
+    if weights.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {weights.shape[0]} entries but there are {n_samples} "
+            f"samples; give one weight per sample."
+        )
+    if not np.all(np.isfinite(weights)):
+        bad = int(np.flatnonzero(~np.isfinite(weights))[0])
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first at position {bad}); "
+            f"weights must be finite."
+        )
+    if np.any(weights < 0):
+        bad = int(np.flatnonzero(weights < 0)[0])
+        raise ValueError(
+            f"{name} contains negative values (first at position {bad}: "
+            f"{weights[bad]:g}); weights must be non-negative. Give a sample "
+            f"that should not count weight 0."
+        )
+    if weights.sum() <= 0:
+        raise ValueError(
+            f"{name} sums to zero: every sample has weight 0. Give at least one "
+            f"sample a positive weight."
+        )
+    return np.array(weights, dtype=np.float64, copy=True)
+
+
+def _check_column_names(y_proba, labels):
+    """Refuse a DataFrame whose columns name the labels in another order.
+
+    Columns are read by position, as scikit-learn's metrics read them; columns
+    that name the classes in a different order would be read wrong, silently.
+    Columns named 0, 1, ..., k-1 (pandas' default) name positions, not
+    classes, and are left alone.
+    """
+    columns = getattr(y_proba, "columns", None)
+    if columns is None:
+        return
+    columns, labels = [str(c) for c in columns], [str(c) for c in labels.tolist()]
+    if columns == [str(i) for i in range(len(columns))]:
+        return
+    if columns != labels and sorted(columns) == sorted(labels):
+        raise ValueError(
+            f"y_proba's columns name the classes {columns[:20]}, in another order "
+            f"than labels {labels[:20]}; columns are read by position. Reorder "
+            f"them first: y_proba[labels]."
+        )
+
+
+def check_scored_proba(y_true, y_proba, labels, sample_weight):
+    """Validate the inputs of a calibration metric.
+
+    Returns the column index of each label, the probabilities (a 1-D
+    ``y_proba`` is P(positive class) and becomes two columns) and the weights.
+    """
+    y_true = as_labels(y_true, "y_true")
+    if sparse.issparse(y_proba):
+        raise TypeError(
+            "y_proba is a sparse matrix, which the calibration metrics do not "
+            "support. Pass a dense array: y_proba.toarray()."
+        )
+    proba = (
+        y_proba
+        if type(y_proba) is np.ndarray
+        else as_numeric(y_proba, "y_proba", "(n_samples, n_classes) or (n_samples,)")
+    )
+    binary_score = proba.ndim == 1
+    if binary_score:
+        if len(proba) != len(y_true):
+            raise ValueError(
+                f"y_proba is 1-D (P(positive class) per sample) with "
+                f"{len(proba)} entries but y_true has {len(y_true)} labels; "
+                f"give one probability per label, or a 2-D y_proba of shape "
+                f"(n_samples, n_classes)."
+            )
+        if proba.size == 0:
+            raise ValueError(
+                "y_proba is empty: pass at least one sample's probabilities."
+            )
+        proba = as_numeric(proba, "y_proba", "(n_samples,)")
+        if not np.all(np.isfinite(proba)) or proba.min() < 0 or proba.max() > 1:
+            raise ValueError(
+                "A 1-D y_proba is read as P(positive class) and must lie in "
+                "[0, 1]. For scores or logits, apply a sigmoid first."
+            )
+        proba = np.column_stack([1 - proba.astype(np.float64), proba])
+    proba = check_proba(proba, name="y_proba")
+    if len(y_true) != proba.shape[0]:
+        raise ValueError(
+            f"y_true has {len(y_true)} labels but y_proba has {proba.shape[0]} "
+            f"rows; give one label per row."
+        )
+    n_classes = proba.shape[1]
+
+    if labels is None:
+        labels = np.unique(y_true)
+        if len(labels) != n_classes:
+            raise ValueError(
+                f"y_true has {len(labels)} distinct labels but y_proba has "
+                f"{n_classes} columns, so the column of each label is unknown. "
+                f"Pass labels= the classes in the column order of y_proba (for "
+                f"a scikit-learn model, model.classes_)."
+            )
+    else:
+        labels = as_labels(labels, "labels", "(n_classes,)")
+        if len(np.unique(labels)) != len(labels):
+            raise ValueError(
+                f"labels must not repeat a class, got {labels.tolist()}: give "
+                f"each class once, in the column order of y_proba."
+            )
+        if len(labels) != n_classes:
+            raise ValueError(
+                f"labels has {len(labels)} entries but y_proba has {n_classes} "
+                f"columns; give one label per column"
+                + (" (two for a 1-D y_proba)." if binary_score else ".")
+            )
+    _check_column_names(y_proba, labels)
+    y_index = encode_labels(y_true, labels, name="y_true", owner="are not in labels")
+    weights = check_sample_weight(sample_weight, len(y_index))
+    return y_index, proba, weights

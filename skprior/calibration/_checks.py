@@ -1,0 +1,89 @@
+"""Run-time warnings for calibrators fitted by log loss that can make things worse.
+
+BCTS, vector scaling (NBVS, VS) and Dirichlet calibration minimise a log loss
+over several parameters. Two cases make their fit meaningless without any
+error being raised, so they warn (reason and fix) instead:
+
+* **Separable fit data.** If the fitted calibration puts every fit sample's
+  true class strictly on top, multiplying its parameters by ``c > 1`` lowers
+  every sample's loss, so no finite minimiser exists: a finite optimum always
+  leaves at least one sample misclassified or tied. L-BFGS then stops at an
+  arbitrary point on the way to infinity (``T -> 0``, factors or biases
+  ``-> inf``) with (nearly) one-hot probabilities. This is the multi-parameter
+  counterpart of NLL temperature scaling's "every true class has the top
+  logit" warning.
+* **Too few rows for the parameters.** A maximum-likelihood fit with more
+  than a tenth as many free parameters as (effective) samples over-fits the
+  fit set (the "ten events per variable" rule of logistic regression,
+  Peduzzi et al., J. Clin. Epidemiol. 49(12), 1996); its factors can be
+  large and its held-out log loss worse than the model's own.
+
+The checks read the fitted scores in row blocks, so they cost one pass over
+the data and a block of memory.
+"""
+
+import numpy as np
+
+from skprior._utils._kernels import row_blocks
+from skprior._utils._validation import warn_user
+
+# Samples per free parameter below which a fit warns.
+ROWS_PER_PARAMETER = 10
+
+
+def separates(scores, y, weights, n_rows, n_classes):
+    """Whether ``scores(block)`` ranks every weighted row's true class first.
+
+    ``scores`` maps a slice of rows to their calibrated logits; a tie with
+    another class counts as not separated.
+    """
+    for block in row_blocks(n_rows, n_classes):
+        u = np.array(scores(block), dtype=np.float64)
+        labels = y[block]
+        index = np.arange(u.shape[0])
+        true = u[index, labels].copy()
+        u[index, labels] = -np.inf
+        used = weights[block] > 0
+        if np.any(used & ~(true > u.max(axis=1))):
+            return False
+    return True
+
+
+def warn_if_separable(scores, y, weights, n_rows, n_classes, what, grows):
+    """Warn when the fitted calibration separates the fit data.
+
+    ``what`` names the method, ``grows`` what goes to infinity.
+    """
+    if separates(scores, y, weights, n_rows, n_classes):
+        warn_separable(what, grows)
+
+
+def warn_separable(what, grows):
+    """The warning of :func:`warn_if_separable` (also for the array API path)."""
+    warn_user(
+        f"{what} was fitted on data it separates: the calibrated "
+        f"probabilities put every fit sample's true class on top, so the "
+        f"log loss keeps decreasing as {grows}, and the fit stopped at an "
+        f"arbitrary point with (nearly) one-hot probabilities that will be "
+        f"over-confident on new data. This happens when the model makes no "
+        f"error on the fit data (its own training data, or a tiny fit "
+        f"set). Calibrate on more held-out data on which the model makes "
+        f"errors."
+    )
+
+
+def warn_if_few_rows(weights, n_params, what, fix):
+    """Warn when the effective number of rows is below 10 per free parameter.
+
+    The effective number of rows is ``(sum w)^2 / sum w^2`` (the number of
+    rows for unit weights).
+    """
+    n_eff = weights.sum() ** 2 / np.dot(weights, weights)
+    need = ROWS_PER_PARAMETER * n_params
+    if n_eff < need:
+        warn_user(
+            f"{what} fits {n_params} free parameters on {n_eff:.4g} (effective) "
+            f"samples, fewer than the {need} ({ROWS_PER_PARAMETER} per parameter) "
+            f"a log-loss fit needs not to over-fit: its factors can be large and "
+            f"its probabilities worse than the model's own on new data. {fix}"
+        )

@@ -1,0 +1,318 @@
+"""``TemperatureCalibratedClassifier``: the estimator of temperature calibration.
+
+It fits one of the calibrations of :mod:`skprior.calibration._temperature`
+(EC, NLL, BCTS) or of :mod:`skprior.calibration._classwise` (NBVS, VS,
+Dirichlet) on held-out data and applies it to the inner model's outputs; the
+numerics are in those modules' array functions, which it only calls.
+"""
+
+import numpy as np
+
+from skprior._base import BasePriorClassifier
+from skprior._utils._array_api import namespace_of
+from skprior._utils._constraints import (
+    CONSTRAINTS,
+    constraints,
+)
+from skprior._utils._options import (
+    DEFAULT_REG_LAMBDA,
+    DEFAULT_REG_MU,
+    DEFAULT_TEMPERATURE_METHOD,
+)
+from skprior._utils._sklearn_compat import HasMethods, StrOptions
+from skprior._utils._validation import (
+    check_logits,
+    warn_user,
+)
+from skprior._utils._validation_xp import check_logits_xp
+from skprior.calibration._classwise import (
+    fit_dirichlet_calibration,
+    fit_vector_scaling,
+    select_dirichlet_regularization,
+    softmax_dirichlet_calibration,
+    softmax_vector_scaling,
+)
+from skprior.calibration._temperature import (
+    fit_bias_corrected_temperature,
+    fit_temperature,
+    softmax_temperature,
+)
+from skprior.calibration._temperature_xp import (
+    log_of_proba_xp,
+)
+
+
+class TemperatureCalibratedClassifier(BasePriorClassifier):
+    """Calibrate any classifier by a temperature learned on held-out data.
+
+    ``fit(X, y)`` learns a temperature :math:`T` (and, for ``"bcts"``, one bias
+    per class) from the inner model's logits on ``(X, y)``;
+    ``predict_proba`` returns ``softmax(logits / T + bias)``. The temperature
+    does not change which class has the top logit, so ``predict`` is the inner
+    model's (``"ec"``, ``"nll"``); biases can change it (``"bcts"``).
+
+    The class-wise calibrators learn more than a temperature:
+    ``softmax(w * logits + b)`` with one factor (and one bias) per class
+    (``"nbvs"``, ``"vs"``), or ``softmax(W log p + b)`` with a full matrix
+    (``"dirichlet"``); they can change ``predict`` too.
+
+    Logits are the inner model's ``decision_function`` when it has one, else
+    ``log(predict_proba)`` (then ``softmax(log p / T)`` is :math:`p^{1/T}`
+    renormalised, exact for softmax models; exact zeros stay zero). A binary
+    1-D score :math:`s` becomes the logits :math:`(0, s)`.
+
+    Parameters
+    ----------
+    estimator : classifier, default=None
+        Any classifier with ``predict_proba`` or ``decision_function``, fitted
+        or not. A fitted model is used as it is and never refitted; ``fit``
+        should then be given held-out data. An unfitted model is cloned and
+        fitted on the data given to ``fit`` -- and calibrated on that same data,
+        which makes sense only for models that are not over-confident on their
+        training data. ``None`` means ``LogisticRegression()``.
+    method : {"ec", "nll", "bcts", "nbvs", "vs", "dirichlet"}, default="ec"
+        ``"ec"``: expectation consistency, mean confidence equal to accuracy
+        (Clarté et al. 2023). ``"nll"``: minimum log loss (Guo et al. 2017).
+        ``"bcts"``: temperature and class biases by minimum log loss
+        (Alexandari et al. 2020). ``"nbvs"``, ``"vs"``: one factor per class,
+        without and with class biases (:func:`fit_vector_scaling`).
+        ``"dirichlet"``: Dirichlet calibration with ODIR regularisation (Kull
+        et al. 2019, :func:`fit_dirichlet_calibration`). See also
+        :func:`fit_temperature` and :func:`fit_bias_corrected_temperature`.
+    reg_lambda : float >= 0 or "auto", default="auto"
+        Off-diagonal penalty λ of ``"dirichlet"``; ``"auto"``
+        chooses it by 5-fold cross-validation on the ``fit`` data
+        (:func:`select_dirichlet_regularization`). Used by ``"dirichlet"``
+        only (a warning otherwise).
+    reg_mu : float >= 0, default=None
+        Bias penalty μ of ``"dirichlet"``; ``None`` means
+        μ = λ. Used by ``"dirichlet"`` only.
+    train_prior : array-like of shape (n_classes,), dict or Series, \
+            default="deprecated"
+        Deprecated since 0.2, to be removed in 0.3 (a ``FutureWarning``): the
+        calibration does not use it, and an outer ``PriorAdaptedClassifier``
+        or ``CANClassifier`` takes its own. Given, it is stored as
+        ``train_prior_`` as before.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted inner model (the given one itself when it was fitted).
+    temperature_ : float
+        The fitted temperature :math:`T`; with ``"ec"``, ``"nll"``, ``"bcts"``.
+    bias_ : ndarray of shape (n_classes,)
+        Per-class biases (mean zero); with ``"bcts"``, ``"vs"`` and
+        ``"dirichlet"``.
+    weights_ : ndarray of shape (n_classes,)
+        Per-class factors :math:`w`; with ``"nbvs"`` and ``"vs"``.
+    matrix_ : ndarray of shape (n_classes, n_classes)
+        :math:`W` of Dirichlet calibration; with ``"dirichlet"``.
+    reg_lambda_, reg_mu_ : float
+        The penalties used (chosen, for ``reg_lambda="auto"``); with
+        ``"dirichlet"``.
+    cv_scores_ : dict
+        ``{lambda: mean held-out log loss}`` of the cross-validation; with
+        ``"dirichlet"`` and ``reg_lambda="auto"``.
+    train_prior_ : ndarray of shape (n_classes,)
+        The weighted label frequencies of the ``fit`` data (not used by the
+        calibration).
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, from the inner model.
+    n_features_in_ : int
+        Number of features, when the inner model has it.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Feature names, when the inner model has them.
+
+    Warns
+    -----
+    UserWarning
+        In ``fit``, when EC or NLL has no solution on the data (for example, the
+        model makes no error on it); see :func:`fit_temperature`.
+
+    See Also
+    --------
+    fit_temperature : The array function behind ``method="ec"`` and ``"nll"``.
+    sklearn.calibration.CalibratedClassifierCV : ``method="temperature"`` is
+        NLL temperature scaling with cross-validation.
+
+    Notes
+    -----
+    scikit-learn's ``CalibratedClassifierCV(method="temperature")`` maps a
+    binary score :math:`s` to the logits :math:`(-s, s)`, so its temperature
+    (``1 / beta_``) is twice ``temperature_`` on binary problems; the calibrated
+    probabilities are the same. For probabilities it takes ``log(p + 1e-12)``
+    rather than ``log p``.
+
+    References
+    ----------
+    .. [1] Clarté, Loureiro, Krzakala and Zdeborová, "Expectation consistency
+       for calibration of neural networks", arXiv:2303.02644, 2023.
+    .. [2] Guo, Pleiss, Sun and Weinberger, "On calibration of modern neural
+       networks", ICML 2017.
+    .. [3] Alexandari, Kundaje and Shrikumar, "Maximum likelihood with
+       bias-corrected calibration is hard-to-beat at label shift adaptation",
+       ICML 2020.
+    .. [4] Kull, Perello-Nieto, Kängsepp, Silva Filho, Song and Flach,
+       "Beyond temperature scaling: obtaining well-calibrated multiclass
+       probabilities with Dirichlet calibration", NeurIPS 2019.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from sklearn.model_selection import train_test_split
+    >>> from skprior import TemperatureCalibratedClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X_train, X_cal, y_train, y_cal = train_test_split(X, y, random_state=0)
+    >>> forest = RandomForestClassifier(random_state=0).fit(X_train, y_train)
+    >>> calibrated = TemperatureCalibratedClassifier(forest).fit(X_cal, y_cal)
+    >>> bool(calibrated.temperature_ < 1)  # forests are under-confident
+    True
+    >>> calibrated.predict_proba(X_cal[:2]).shape
+    (2, 10)
+    """
+
+    _parameter_constraints: dict = {
+        **BasePriorClassifier._parameter_constraints,
+        "estimator": [
+            HasMethods(["fit", "predict_proba"]),
+            HasMethods(["fit", "decision_function"]),
+            None,
+        ],
+        **constraints(
+            method="calibration_method", reg_lambda="reg_lambda", reg_mu="reg_mu"
+        ),
+        "train_prior": [*CONSTRAINTS["optional_prior"], StrOptions({"deprecated"})],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        method=DEFAULT_TEMPERATURE_METHOD,
+        reg_lambda=DEFAULT_REG_LAMBDA,
+        reg_mu=DEFAULT_REG_MU,
+        train_prior="deprecated",
+    ):
+        self.estimator = estimator
+        self.method = method
+        self.reg_lambda = reg_lambda
+        self.reg_mu = reg_mu
+        self.train_prior = train_prior
+
+    def _given_train_prior(self):
+        if isinstance(self.train_prior, str) and self.train_prior == "deprecated":
+            return None
+        warn_user(
+            "train_prior of TemperatureCalibratedClassifier is deprecated and will "
+            "be removed in skprior 0.3: the calibration does not use it. An outer "
+            "PriorAdaptedClassifier or CANClassifier takes its own train_prior.",
+            FutureWarning,
+        )
+        return self.train_prior
+
+    def _inner_output(self, X):
+        """The inner model's logits for ``X``, shape (n_samples, n_classes)."""
+        n_classes = len(self.classes_)
+        if hasattr(self.estimator_, "decision_function"):
+            scores = self._call_inner("decision_function", X)
+            xp = namespace_of(scores)  # (array API dispatch: stays on its device)
+            if xp is None:
+                scores = np.asarray(scores)
+            name = f"{type(self.estimator_).__name__}.decision_function(X)"
+            if scores.ndim == 1 and n_classes != 2:
+                raise ValueError(
+                    f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
+                    f"score is read as binary."
+                )
+            if xp is None:
+                logits, _ = check_logits(scores, name=name)
+            else:
+                logits, _ = check_logits_xp(xp, scores, name=name)
+        else:
+            proba = self._inner_proba(X)
+            xp = namespace_of(proba)
+            if xp is None:
+                with np.errstate(divide="ignore"):
+                    logits = np.log(proba.astype(np.float64))
+            else:
+                logits = log_of_proba_xp(xp, proba)
+            name = f"{type(self.estimator_).__name__}.predict_proba(X)"
+        if logits.shape[1] != n_classes:
+            raise ValueError(
+                f"{name} has {logits.shape[1]} columns but the model has "
+                f"{n_classes} classes."
+            )
+        return logits
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        for name in _FITTED:  # left by an earlier fit with another method
+            if hasattr(self, name):
+                delattr(self, name)
+        if self.method != "dirichlet" and (
+            not (isinstance(self.reg_lambda, str) and self.reg_lambda == "auto")
+            or self.reg_mu is not None
+        ):
+            warn_user(
+                f"reg_lambda and reg_mu are used only by method='dirichlet'; "
+                f"method={self.method!r} ignores them. Leave them at their "
+                f"defaults, or pass method='dirichlet'."
+            )
+        logits = self._inner_output(X)
+        if self.method == "bcts":
+            self.temperature_, self.bias_ = fit_bias_corrected_temperature(
+                logits, y_index, sample_weight=sample_weight
+            )
+        elif self.method in ("nbvs", "vs"):
+            self.weights_, bias = fit_vector_scaling(
+                logits, y_index, bias=self.method == "vs", sample_weight=sample_weight
+            )
+            if self.method == "vs":
+                self.bias_ = bias
+        elif self.method == "dirichlet":
+            self._fit_dirichlet(logits, y_index, sample_weight)
+        else:
+            self.temperature_ = fit_temperature(
+                logits, y_index, method=self.method, sample_weight=sample_weight
+            )
+
+    def _fit_dirichlet(self, logits, y_index, sample_weight):
+        reg_lambda = self.reg_lambda
+        if isinstance(reg_lambda, str) and reg_lambda == "auto":
+            reg_lambda, self.cv_scores_ = select_dirichlet_regularization(
+                logits, y_index, reg_mu=self.reg_mu, sample_weight=sample_weight
+            )
+        self.reg_lambda_ = float(reg_lambda)
+        self.reg_mu_ = self.reg_lambda_ if self.reg_mu is None else float(self.reg_mu)
+        self.matrix_, self.bias_ = fit_dirichlet_calibration(
+            logits,
+            y_index,
+            reg_lambda=self.reg_lambda_,
+            reg_mu=self.reg_mu_,
+            sample_weight=sample_weight,
+        )
+
+    def _adjust_proba(self, logits):
+        # (by what fit learned, not by self.method, which set_params may have
+        # changed since)
+        if hasattr(self, "matrix_"):
+            return softmax_dirichlet_calibration(logits, self.matrix_, self.bias_)
+        if hasattr(self, "weights_"):
+            return softmax_vector_scaling(
+                logits, self.weights_, getattr(self, "bias_", None)
+            )
+        return softmax_temperature(
+            logits, self.temperature_, getattr(self, "bias_", None)
+        )
+
+
+# Fitted attributes of the calibration, whichever the method.
+_FITTED = (
+    "temperature_",
+    "bias_",
+    "weights_",
+    "matrix_",
+    "reg_lambda_",
+    "reg_mu_",
+    "cv_scores_",
+)

@@ -1,0 +1,356 @@
+"""Temperature calibration: EC, NLL and bias-corrected temperature scaling.
+
+The array functions :func:`softmax_temperature`, :func:`fit_temperature` and
+:func:`fit_bias_corrected_temperature`; the estimator that calls them,
+:class:`TemperatureCalibratedClassifier`, is in ``_temperature_classifier.py``
+(with the class-wise methods the two did not fit one module). The root finding
+and the L-BFGS fit are in ``_temperature_solvers.py``.
+"""
+
+import numpy as np
+from scipy.special import logsumexp
+
+from skprior._utils._array_api import namespace_of
+from skprior._utils._constraints import (
+    constraints,
+)
+from skprior._utils._kernels import row_blocks
+from skprior._utils._options import (
+    DEFAULT_TEMPERATURE_METHOD,
+)
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import (
+    as_numeric,
+    check_logits,
+    warn_if_probabilities,
+)
+from skprior._utils._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
+)
+from skprior._utils._validation_xp import check_logits_lazy
+from skprior.calibration._checks import warn_if_separable
+from skprior.calibration._temperature_solvers import (
+    ShiftedLogits,
+    fit_bcts,
+    fit_ec,
+    fit_nll,
+    nll_rows,
+    shifted,
+)
+from skprior.calibration._temperature_xp import (
+    fit_bias_corrected_temperature_xp,
+    fit_temperature_xp,
+    softmax_xp,
+)
+
+
+@validate_params(
+    constraints(logits="array", temperature="temperature", bias="optional_array"),
+    prefer_skip_nested_validation=True,
+)
+def softmax_temperature(logits, temperature, bias=None):
+    r"""Class probabilities from logits at a temperature: ``softmax(z / T + b)``.
+
+    .. math::
+
+        p_{ik} = \frac{\exp(z_{ik} / T + b_k)}{\sum_j \exp(z_{ij} / T + b_j)}
+
+    Parameters
+    ----------
+    logits : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Logits :math:`z`. A 1-D array is the score :math:`s` of the second of two
+        classes and stands for the rows :math:`(0, s)`. ``-inf`` (the log of a
+        zero probability) gives probability 0. float32 stays float32 (the
+        arithmetic is done in float64).
+    temperature : float
+        Temperature :math:`T > 0`.
+    bias : array-like of shape (n_classes,), default=None
+        Per-class bias :math:`b` added after the division (bias-corrected
+        temperature scaling); ``None`` means 0.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_classes)
+        Rows sum to one.
+
+    See Also
+    --------
+    fit_temperature : Find ``T`` on held-out logits and labels.
+
+    References
+    ----------
+    .. [1] Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern Neural
+       Networks", ICML 2017.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import softmax_temperature
+    >>> softmax_temperature(np.array([[0.0, np.log(3.0)]]), 1.0)
+    array([[0.25, 0.75]])
+    >>> softmax_temperature(np.array([[0.0, np.log(3.0)]]), 1e6).round(3)
+    array([[0.5, 0.5]])
+    """
+    xp = namespace_of(logits)
+    if xp is None:
+        z, dtype = check_logits(logits, as_float64=False)
+    else:
+        z = check_logits_lazy(xp, logits)
+    n_classes = z.shape[1]
+    if bias is not None:
+        bias = as_numeric(bias, "bias", f"({n_classes},)")
+        if bias.shape != (n_classes,) or not np.all(np.isfinite(bias)):
+            raise ValueError(
+                f"bias must be a finite 1-D array with one entry per class "
+                f"({n_classes}), got shape {bias.shape}."
+            )
+    if xp is not None:
+        return softmax_xp(xp, z, temperature, bias)
+    proba = np.empty(z.shape, dtype=dtype)
+    # Block by block, so that the float64 temporaries stay small (a few times
+    # one block, not ten times the batch).
+    for block in row_blocks(*z.shape):
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = shifted(z[block].astype(np.float64))
+            scaled /= temperature
+            if bias is not None:
+                scaled += bias
+            scaled -= logsumexp(scaled, axis=1, keepdims=True)
+            proba[block] = np.exp(scaled, out=scaled)
+    return proba
+
+
+@validate_params(
+    {
+        **constraints(logits="array", y="array", method="temperature_method"),
+        **constraints(sample_weight="optional_array"),
+    },
+    prefer_skip_nested_validation=True,
+)
+def fit_temperature(
+    logits, y, *, method=DEFAULT_TEMPERATURE_METHOD, sample_weight=None
+):
+    r"""Find the temperature that calibrates held-out logits.
+
+    ``method="ec"`` (expectation consistency, Clarté et al. 2023) solves
+
+    .. math::
+
+        \frac{\sum_i w_i \max_k \operatorname{softmax}(z_i / T)_k}{\sum_i w_i}
+        = \frac{\sum_i w_i [\arg\max_k z_{ik} = y_i]}{\sum_i w_i},
+
+    the mean confidence equals the accuracy. The left side never increases with
+    :math:`T` and the right side does not depend on it, so the root is unique
+    when it exists. ``method="nll"`` (temperature scaling, Guo et al. 2017)
+    minimises the weighted mean log loss
+    :math:`\sum_i w_i [\log \sum_k e^{z_{ik}/T} - z_{i y_i}/T] / \sum_i w_i`,
+    which is convex in :math:`1/T`; the root of its derivative is found.
+
+    Both are solved with Brent's method in :math:`\log T` on an interval derived
+    from the logits (from the smallest gap between a row's top two logits to a
+    multiple of the largest spread within a row) and widened until the sign
+    changes, so the scale of the logits does not matter.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Held-out logits :math:`z`. A 1-D array is the score :math:`s` of the
+        second of two classes, taken as the rows :math:`(0, s)`. For a model
+        that gives probabilities only, pass ``np.log(proba)`` (``-inf`` for exact
+        zeros is allowed).
+    y : array-like of shape (n_samples,)
+        The true classes as column indices ``0..n_classes-1`` of ``logits``.
+    method : {"ec", "nll"}, default="ec"
+        Expectation consistency or minimum log loss.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights :math:`w_i`; ``None`` means 1.
+
+    Returns
+    -------
+    temperature : float
+        :math:`T > 0`; divide the logits by it (:func:`softmax_temperature`).
+
+    Warns
+    -----
+    UserWarning
+        When no temperature satisfies the criterion: with EC, when the accuracy
+        is at least the mean confidence of the hard argmax (for example 1: no
+        error on the data) or at most that of uniform probabilities; with NLL,
+        when every sample's true class has the top logit, or the logits are no
+        better than chance. The temperature is then clipped to the end of the
+        search interval on that side (nearly one-hot or nearly uniform
+        probabilities), and the warning says which. A limit within its
+        rounding error of 0 (accuracy exactly at chance, say) counts as 0, so
+        that the outcome does not depend on the order of the rows.
+
+    See Also
+    --------
+    softmax_temperature : Apply the temperature.
+    fit_bias_corrected_temperature : Temperature and per-class biases.
+    TemperatureCalibratedClassifier : The same around a scikit-learn model.
+
+    Notes
+    -----
+    The accuracy in EC is that of ``argmax(z)``, which the temperature does not
+    change. For NLL, samples whose true class has logit ``-inf`` (probability
+    exactly 0) have an infinite loss at every temperature and are left out.
+
+    scikit-learn's ``CalibratedClassifierCV(method="temperature")`` maps a
+    binary score :math:`s` to :math:`(-s, s)` rather than :math:`(0, s)`, so its
+    binary temperature (``1 / beta_``) is twice the one returned here; the
+    probabilities are the same.
+
+    References
+    ----------
+    .. [1] Clarté, Loureiro, Krzakala and Zdeborová, "Expectation consistency
+       for calibration of neural networks", arXiv:2303.02644, 2023.
+    .. [2] Guo, Pleiss, Sun and Weinberger, "On calibration of modern neural
+       networks", ICML 2017.
+
+    Examples
+    --------
+    Over-confident logits: the right temperature is above 1.
+
+    >>> import numpy as np
+    >>> from skprior import fit_temperature
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 3, size=2000)
+    >>> logits = rng.normal(size=(2000, 3)) + 1.5 * np.eye(3)[y]
+    >>> T = fit_temperature(5 * logits, y, method="ec")
+    >>> bool(T > 1)
+    True
+    >>> bool(abs(fit_temperature(5 * logits, y, method="nll") / T - 1) < 0.2)
+    True
+    """
+    xp = namespace_of(logits)
+    if xp is not None:
+        return fit_temperature_xp(xp, logits, y, method, sample_weight)
+    # (the caller's float32 or float64 array, never written to: the shifted
+    # float64 logits are formed block by block, not copied whole)
+    z, _ = check_logits(logits, as_float64=False)
+    warn_if_probabilities(z)
+    y = check_class_indices(y, z.shape[0], z.shape[1])
+    weights = check_sample_weight(sample_weight, z.shape[0])
+    # Rows of weight 0 must not count, not even in the search interval, so
+    # that zero weights are the same as removing the rows.
+    keep = weights > 0
+    if not keep.all():
+        z, y, weights = z[keep], y[keep], weights[keep]
+    d = ShiftedLogits(z)
+    if method == "ec":
+        return fit_ec(d, y, weights)
+    return fit_nll(d, y, weights)
+
+
+@validate_params(
+    constraints(logits="array", y="array", sample_weight="optional_array"),
+    prefer_skip_nested_validation=True,
+)
+def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
+    r"""Bias-corrected temperature scaling (BCTS): a temperature and class biases.
+
+    Minimises the weighted mean log loss of
+    :math:`\operatorname{softmax}(z_i / T + b)` over :math:`T > 0` and one bias
+    :math:`b_k` per class (Alexandari et al. 2020):
+
+    .. math::
+
+        \min_{T, b} \frac{1}{\sum_i w_i} \sum_i w_i
+        \Bigl[\log \sum_k e^{z_{ik}/T + b_k} - z_{i y_i}/T - b_{y_i}\Bigr].
+
+    The loss is convex in :math:`(1/T, b)`; it is minimised with L-BFGS and an
+    analytic gradient, starting from the NLL temperature
+    (:func:`fit_temperature`) and zero biases. The biases are defined up to a
+    common constant; the one returned has mean zero.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Held-out logits (a 1-D array is the score :math:`s` of the second of two
+        classes, taken as the rows :math:`(0, s)`); ``-inf`` is allowed.
+    y : array-like of shape (n_samples,)
+        The true classes as column indices ``0..n_classes-1`` of ``logits``.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights; ``None`` means 1.
+
+    Returns
+    -------
+    temperature : float
+        :math:`T > 0`.
+    bias : ndarray of shape (n_classes,)
+        :math:`b`, with mean zero.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When L-BFGS stops before convergence.
+    UserWarning
+        When the logits are no better than chance: the fitted log loss beats
+        that of the class biases alone (the label frequencies, ``T -> inf``)
+        by a likelihood ratio ``2 n (H - loss)`` below 6.63, the 1% level of
+        a chi-square with one degree of freedom (``n`` the effective number
+        of samples, ``H`` the entropy of the label frequencies); when the
+        fitted ``softmax(z / T + b)`` ranks every fit sample's true class
+        first (the data are separable: the loss has no minimum, ``T -> 0``);
+        or when ``logits`` look like probabilities.
+
+    See Also
+    --------
+    fit_temperature : The temperature alone (EC or NLL).
+    softmax_temperature : Apply ``T`` and ``b``.
+
+    Notes
+    -----
+    Every class needs weight in ``y``: the loss of a class that never occurs
+    keeps decreasing as its bias goes to :math:`-\infty`. Samples whose true
+    class has logit ``-inf`` are left out (their loss is infinite whatever
+    :math:`T` and :math:`b`).
+
+    References
+    ----------
+    .. [1] Alexandari, Kundaje and Shrikumar, "Maximum likelihood with
+       bias-corrected calibration is hard-to-beat at label shift adaptation",
+       ICML 2020. arXiv:1901.06852.
+
+    Examples
+    --------
+    Logits whose class 0 is under-weighted by 1: the bias puts it back.
+
+    >>> import numpy as np
+    >>> from skprior import fit_bias_corrected_temperature
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 3, size=5000)
+    >>> logits = 2 * np.eye(3)[y] + rng.normal(size=(5000, 3))
+    >>> T, bias = fit_bias_corrected_temperature(logits - [1.0, 0.0, 0.0], y)
+    >>> bool(bias[0] > bias[1] and bias[0] > bias[2])
+    True
+    """
+    xp = namespace_of(logits)
+    if xp is not None:
+        return fit_bias_corrected_temperature_xp(xp, logits, y, sample_weight)
+    z, _ = check_logits(logits, as_float64=False)  # (never written to)
+    warn_if_probabilities(z)
+    n_classes = z.shape[1]
+    y = check_class_indices(y, z.shape[0], n_classes)
+    weights = check_sample_weight(sample_weight, z.shape[0])
+    d, y, _, weights = nll_rows(ShiftedLogits(z), y, weights)
+    class_weight = np.bincount(y, weights=weights, minlength=n_classes)
+    if np.any(class_weight <= 0):
+        missing = np.flatnonzero(class_weight <= 0).tolist()
+        raise ValueError(
+            f"Bias-corrected temperature scaling needs every class in y, but the "
+            f"classes at columns {missing} have no (weighted, finite-logit) "
+            f"sample: their bias would go to -infinity. Fit on data that has "
+            f"every class, or use fit_temperature (one parameter)."
+        )
+    temperature, bias = fit_bcts(d, y, weights)
+    warn_if_separable(
+        lambda block: d.block(block) / temperature + bias,
+        y,
+        weights,
+        *d.shape,
+        "Bias-corrected temperature scaling",
+        "T -> 0 (and the biases grow with 1 / T)",
+    )
+    return temperature, bias

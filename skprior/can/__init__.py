@@ -1,0 +1,9 @@
+"""CAN: Classification with Alternating Normalization (Jia et al., 2021).
+
+:func:`topk_entropy` and :func:`alternating_normalization` on arrays, and the
+estimator :class:`CANClassifier` that calls them.
+"""
+
+from skprior.can._can import CANClassifier, alternating_normalization, topk_entropy
+
+__all__ = ["CANClassifier", "alternating_normalization", "topk_entropy"]

@@ -1,0 +1,437 @@
+"""CAN: Classification with Alternating Normalization (Jia et al., 2021).
+
+The array functions :func:`topk_entropy` and :func:`alternating_normalization`,
+then the estimator :class:`CANClassifier` that calls them. The numerics (the
+screening of confident rows and the fast exact forms of the per-row algorithm)
+are in ``_can_solvers.py``.
+"""
+
+import numpy as np
+
+from skprior._base import BasePriorClassifier
+from skprior._utils._array_api import namespace_of
+from skprior._utils._constraints import constraints
+from skprior._utils._options import (
+    DEFAULT_ALPHA,
+    DEFAULT_K,
+    DEFAULT_N_ITER,
+    DEFAULT_TAU,
+    DEFAULT_UNCERTAINTY,
+)
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import (
+    check_proba,
+    check_proba_with_row_max,
+    check_train_prior,
+    resolve_k,
+    warn_user,
+)
+from skprior._utils._validation_labels import check_sample_weight
+from skprior._utils._validation_xp import check_proba_xp
+from skprior.can._solvers import can_rows, low_confidence, topk_uncertainty
+from skprior.can._xp import alternating_normalization_xp, topk_uncertainty_xp
+
+
+@validate_params(
+    constraints(proba="array", k="k", kind="uncertainty"),
+    prefer_skip_nested_validation=True,
+)
+def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
+    r"""Uncertainty of each prediction: the normalised entropy of its top k classes.
+
+    Three definitions are in use for CAN (Jia et al., 2021):
+
+    ``"renormalized"`` (default; Su's write-up)
+        The k largest probabilities renormalised to sum to one, entropy divided
+        by :math:`\log k`:
+        :math:`u = -\sum_{j \le k} \tilde p_j \log \tilde p_j / \log k`,
+        :math:`\tilde p_j = p_{(j)} / \sum_{l \le k} p_{(l)}`.
+    ``"unrenormalized"`` (the paper's text)
+        :math:`u = -\sum_{j \le k} p_{(j)} \log p_{(j)} / \log m`.
+    ``"max_over_k"`` (the paper's code)
+        The maximum of the renormalised form over every :math:`k = 2, \dots, m`;
+        the argument ``k`` is then not used.
+
+    All lie in [0, 1]; ``0 log 0 = 0``, so exact zeros give no NaN.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Class probabilities; rows sum to one.
+    k : int or "auto", default="auto"
+        Number of top classes, ``2 <= k <= n_classes``; ``"auto"`` is
+        ``min(3, n_classes)`` (Su's 3, and 2 on binary problems).
+    kind : {"renormalized", "unrenormalized", "max_over_k"}, default="renormalized"
+        Which definition.
+
+    Returns
+    -------
+    uncertainty : ndarray of shape (n_samples,)
+        Values in [0, 1]; 1 is most uncertain.
+
+    References
+    ----------
+    .. [1] Jia, Reiter, Lim, Artzi and Cardie, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+    .. [2] Su Jianlin, "CAN: a simple post-processing trick that uses the prior
+       distribution to improve classification" (in Chinese), kexue.fm, 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import topk_entropy
+    >>> topk_entropy(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]), k=2)
+    array([0., 1.])
+    """
+    xp = namespace_of(proba)
+    if xp is not None:
+        proba = check_proba_xp(xp, proba)
+        k = resolve_k(k, proba.shape[1], kind)
+        return topk_uncertainty_xp(xp, proba, k, kind)
+    proba = check_proba(proba)
+    k = resolve_k(k, proba.shape[1], kind)
+    return topk_uncertainty(proba, k, kind)
+
+
+@validate_params(
+    {
+        **constraints(proba="array", prior="prior", k="k", tau="tau", alpha="alpha"),
+        **constraints(n_iter="n_iter", reference="optional_array"),
+        **constraints(reference_weight="optional_array", uncertainty="uncertainty"),
+    },
+    prefer_skip_nested_validation=True,
+)
+def alternating_normalization(
+    proba,
+    prior,
+    *,
+    k=DEFAULT_K,
+    tau=DEFAULT_TAU,
+    alpha=DEFAULT_ALPHA,
+    n_iter=DEFAULT_N_ITER,
+    reference=None,
+    reference_weight=None,
+    uncertainty=DEFAULT_UNCERTAINTY,
+):
+    r"""Correct low-confidence predictions with CAN (alternating normalization).
+
+    Rows whose top-k uncertainty (:func:`topk_entropy`) is below ``tau`` are
+    confident: they are returned unchanged and form the matrix :math:`A_0`. Each
+    low-confidence row :math:`b_0` is then corrected on its own, against
+    :math:`A_0` and the training prior :math:`q`:
+
+    .. math::
+
+        L_0 = \begin{bmatrix} A_0 \\ b_0 \end{bmatrix}, \qquad
+        S_t = \Lambda_c\bigl(L_t^{\alpha}\bigr), \qquad
+        L_{t+1} = \Lambda_r\bigl(S_t \operatorname{diag}(q)\bigr),
+
+    where :math:`\Lambda_c` divides each column by its sum and :math:`\Lambda_r`
+    each row; after ``n_iter`` steps the last row of :math:`L` is the output.
+    For one step this is :math:`b' \propto q \odot b^{\alpha} \oslash
+    (\sum_i A_{0,i}^{\alpha} + b^{\alpha})`, which is how it is computed;
+    for more steps all rows advance together by matrix products (see the
+    module's notes). The result equals the one-row-at-a-time loop to rounding.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Class probabilities; rows sum to one. float32 stays float32 (the
+        arithmetic is done in float64).
+    prior : array-like of shape (n_classes,)
+        Training class prior :math:`q`, strictly positive, summing to one.
+    k : int or "auto", default="auto"
+        Number of top classes in the uncertainty, ``2 <= k <= n_classes``;
+        ``"auto"`` is ``min(3, n_classes)``.
+    tau : float, default=0.9
+        Uncertainty threshold in [0, 1]: rows with uncertainty ``>= tau`` are
+        corrected (within 1e-12 of rounding, so that a uniform top k, whose
+        uncertainty evaluates to 1 - 2e-16, counts at ``tau=1``).
+    alpha : float, default=1.0
+        Power :math:`\alpha > 0` applied before each column normalisation.
+    n_iter : int, default=1
+        Number of alternating normalisation steps :math:`d \geq 1`.
+    reference : array-like of shape (n_reference, n_classes), default=None
+        Where the confident rows :math:`A_0` come from: ``None`` takes them from
+        ``proba`` itself (transductive, as in the paper); an array takes the
+        confident rows of ``reference`` (for example, predictions on held-out
+        data), so that every row of ``proba`` is treated on its own.
+    reference_weight : array-like of shape (n_reference,), default=None
+        Non-negative weight of each ``reference`` row in the column sums (a row
+        of weight w counts as w copies of itself); ``None`` weighs all rows 1.
+        Only with ``reference`` (refused without it).
+    uncertainty : str, default="renormalized"
+        Definition of the uncertainty: ``"renormalized"``, ``"unrenormalized"``
+        or ``"max_over_k"``, see :func:`topk_entropy`.
+
+    Returns
+    -------
+    proba_can : ndarray of shape (n_samples, n_classes)
+        A new array: confident rows equal to the input, the others corrected.
+
+    Warns
+    -----
+    UserWarning
+        When there are low-confidence rows but no confident reference row. The
+        formula then returns the prior (restricted to the classes that a row
+        gives non-zero probability) for every low-confidence row; lower ``tau``
+        or pass a ``reference`` to avoid it.
+
+    Notes
+    -----
+    A class whose column in :math:`L^\alpha` sums to zero keeps probability 0
+    (``0 / 0 = 0``). CAN with :math:`d \to \infty` on the whole batch is
+    Sinkhorn matrix scaling; ReMixMatch's distribution alignment is the case
+    :math:`d = 1, \alpha = 1`.
+
+    All low-confidence rows are computed together: ``d = 1`` in closed form
+    (in logs when a power such as :math:`(10^{-12})^{30}` would come near
+    underflow), ``d > 1`` by two matrix products per
+    iteration (see the module's notes). That form is exact while a row's
+    iteration scales spread over less than :math:`e^{600}`; rows beyond, which
+    large :math:`\alpha^d` produces (:math:`5^5` on CIFAR-100 outputs), are
+    computed one at a time in logs, at a cost of order
+    ``n_reference * n_classes * d`` per row (tens of milliseconds with 7,000
+    reference rows of 100 classes).
+
+    References
+    ----------
+    .. [1] Jia, Reiter, Lim, Artzi and Cardie, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+    .. [2] Su Jianlin, "CAN: a simple post-processing trick that uses the prior
+       distribution to improve classification" (in Chinese), kexue.fm, 2021.
+
+    Examples
+    --------
+    The paper's teaser: one confident row [0, 1] pulls an undecided row towards
+    the other class.
+
+    >>> import numpy as np
+    >>> from skprior import alternating_normalization
+    >>> proba = np.array([[0.0, 1.0], [0.5, 0.5]])
+    >>> alternating_normalization(proba, [0.5, 0.5], k=2)
+    array([[0.  , 1.  ],
+           [0.75, 0.25]])
+    """
+    xp = namespace_of(proba, reference)
+    if xp is not None:
+        n_classes = proba.shape[1]
+        prior = check_train_prior(prior, n_classes, name="prior")
+        if reference_weight is not None and reference is None:
+            _refuse_reference_weight()
+        out, counts = alternating_normalization_xp(
+            xp,
+            proba,
+            prior,
+            resolve_k(k, n_classes, uncertainty),
+            tau,
+            alpha,
+            n_iter,
+            reference,
+            reference_weight,
+            uncertainty,
+        )
+        if counts is not None and counts[0] and not counts[1]:
+            _warn_no_reference(counts[0], tau)
+        return out
+    proba, row_max, row_sums = check_proba_with_row_max(proba)
+    n_classes = proba.shape[1]
+    prior = check_train_prior(prior, n_classes, name="prior")
+    k = resolve_k(k, n_classes, uncertainty)
+    if reference is not None:
+        reference = check_proba(reference, name="reference")
+        if reference.shape[1] != n_classes:
+            raise ValueError(
+                f"reference has {reference.shape[1]} columns but proba has "
+                f"{n_classes}; both must list the same classes."
+            )
+        weight = check_sample_weight(
+            reference_weight, reference.shape[0], name="reference_weight"
+        )
+        weight[low_confidence(reference, k, tau, uncertainty)] = 0.0
+    elif reference_weight is not None:
+        _refuse_reference_weight()
+
+    low = low_confidence(proba, k, tau, uncertainty, row_max, row_sums)
+    if reference is None:
+        reference, weight = proba, np.ones(proba.shape[0])
+        weight[low] = 0.0
+    if low.size and not np.any(weight > 0):
+        _warn_no_reference(low.size, tau)
+    return can_rows(
+        proba, prior, low, reference, weight, alpha, n_iter, reference is proba
+    )
+
+
+def _refuse_reference_weight():
+    raise ValueError(
+        "reference_weight weighs the rows of reference, but no reference was "
+        "given (the batch is its own reference, each row counted once). Pass "
+        "reference= as well, or drop reference_weight."
+    )
+
+
+def _warn_no_reference(n_low, tau):
+    warn_user(
+        f"CAN found {n_low} low-confidence rows but no confident "
+        f"reference row (uncertainty < tau={tau}); every low-confidence row is "
+        f"replaced by the prior. Lower tau, or use a reference set (the "
+        f"`reference` argument, or reference='fit' in CANClassifier)."
+    )
+
+
+class CANClassifier(BasePriorClassifier):
+    """Classification with Alternating Normalization around any classifier.
+
+    Learns the training class prior in ``fit`` and corrects the low-confidence
+    rows of ``predict_proba`` with :func:`alternating_normalization`. The inner
+    model is fitted in ``fit`` if it is not fitted yet; a fitted model is used as
+    it is and never refitted (also under ``clone``, ``Pipeline`` and
+    ``GridSearchCV``), so that ``k``, ``tau``, ``alpha`` and ``n_iter`` can be
+    tuned on held-out data at the cost of predictions only.
+
+    Parameters
+    ----------
+    estimator : classifier, default=None
+        Any classifier with ``predict_proba``, fitted or not.
+        ``None`` means ``LogisticRegression()``.
+    k : int or "auto", default="auto"
+        Number of top classes in the uncertainty, ``2 <= k <= n_classes``;
+        ``"auto"`` is ``min(3, n_classes)``: Su's 3, and 2 on binary problems
+        (where the top-2 entropy is the entropy of the row).
+    tau : float, default=0.9
+        Rows with uncertainty ``>= tau`` (in [0, 1], within 1e-12 of
+        rounding) are corrected.
+    alpha : float, default=1.0
+        Power before each column normalisation, ``alpha > 0``.
+    n_iter : int, default=1
+        Number of alternating normalisation steps ``d >= 1``.
+    reference : {"batch", "fit"}, default="batch"
+        Where the confident rows come from. ``"batch"``: the batch given to
+        ``predict_proba`` (transductive, as in the paper's ImageNet runs: a
+        row's output depends on the other rows of the batch). ``"fit"``: the
+        confident predictions on the data seen in ``fit`` (inductive, as in the
+        paper's DialogRE runs; a single sample can be predicted). With ``"fit"``
+        the data given to ``fit`` should be held out from the model's training.
+    uncertainty : {"renormalized", "unrenormalized", "max_over_k"}, \
+            default="renormalized"
+        Definition of the uncertainty, see :func:`topk_entropy`.
+    train_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The training prior, in the order of ``classes_`` (or keyed by class
+        label). ``None`` counts the (weighted) label frequencies of
+        ``y`` in ``fit``; give it when ``fit`` sees held-out data whose label
+        frequencies differ from the training data's.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted inner model (the given one itself when it was fitted).
+    train_prior_ : ndarray of shape (n_classes,)
+        The training prior used as ``q``.
+    reference_proba_ : ndarray of shape (n_fit_samples, n_classes) or None
+        The inner model's probabilities on the ``fit`` data with
+        ``reference="fit"`` (``None`` otherwise).
+    reference_weight_ : ndarray of shape (n_fit_samples,) or None
+        The ``sample_weight`` given to ``fit``, weighing the reference rows.
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, from the inner model.
+    n_features_in_ : int
+        Number of features, when the inner model has it.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Feature names, when the inner model has them.
+
+    See Also
+    --------
+    alternating_normalization : The array function behind ``predict_proba``.
+
+    Notes
+    -----
+    With ``reference="batch"`` the method is transductive. scikit-learn has no
+    tag for that; the estimator declares ``non_deterministic=True`` in its tags,
+    which is what makes scikit-learn's common checks skip the subset-invariance
+    test that such a method fails by design.
+
+    References
+    ----------
+    .. [1] Jia, Reiter, Lim, Artzi and Cardie, "When in Doubt: Improving
+       Classification Performance with Alternating Normalization", Findings of
+       EMNLP 2021. arXiv:2109.13449.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.model_selection import train_test_split
+    >>> from skprior import CANClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
+    >>> model = LogisticRegression(max_iter=2000).fit(X_train, y_train)
+    >>> can = CANClassifier(model).fit(X_train, y_train)  # model is not refitted
+    >>> can.predict_proba(X_test).shape
+    (450, 10)
+    """
+
+    _parameter_constraints: dict = {
+        **BasePriorClassifier._parameter_constraints,
+        **constraints(k="k", tau="tau", alpha="alpha", n_iter="n_iter"),
+        **constraints(reference="can_reference", uncertainty="uncertainty"),
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        k=DEFAULT_K,
+        tau=DEFAULT_TAU,
+        alpha=DEFAULT_ALPHA,
+        n_iter=DEFAULT_N_ITER,
+        reference="batch",
+        uncertainty=DEFAULT_UNCERTAINTY,
+        train_prior=None,
+    ):
+        self.estimator = estimator
+        self.k = k
+        self.tau = tau
+        self.alpha = alpha
+        self.n_iter = n_iter
+        self.reference = reference
+        self.uncertainty = uncertainty
+        self.train_prior = train_prior
+
+    def _is_transductive(self):
+        return self.reference == "batch"
+
+    def _check_n_classes(self, n_classes):
+        resolve_k(self.k, n_classes, self.uncertainty)
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        self._check_n_classes(len(self.classes_))
+        check_train_prior(self.train_prior_, len(self.classes_), classes=self.classes_)
+        if self.reference == "fit":
+            self.reference_proba_ = self._inner_proba(X)
+            self.reference_weight_ = sample_weight
+        else:
+            if self.estimator_ is self._get_estimator():
+                self._inner_proba(X)  # X is unused, but checked against the model
+            self.reference_proba_ = self.reference_weight_ = None
+
+    def _adjust_proba(self, proba):
+        if self.reference == "fit" and self.reference_proba_ is None:
+            raise ValueError(
+                "reference='fit' was set after fit; call fit again so that the "
+                "reference predictions are computed."
+            )
+        reference = self.reference_proba_ if self.reference == "fit" else None
+        return alternating_normalization(
+            proba,
+            self.train_prior_,
+            k=self.k,
+            tau=self.tau,
+            alpha=self.alpha,
+            n_iter=self.n_iter,
+            reference=reference,
+            reference_weight=self.reference_weight_ if reference is not None else None,
+            uncertainty=self.uncertainty,
+        )

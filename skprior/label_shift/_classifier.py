@@ -1,0 +1,635 @@
+"""The estimator of prior adaptation: :class:`PriorAdaptedClassifier`.
+
+It only calls the array functions of ``_prior.py`` (Bayes' rule, the MLE/MAP
+estimate, the source prior), ``_prior_confusion.py`` (BBSE, RLLS),
+``_shift.py`` (the test of no shift) and ``_stream.py`` (on-line trackers).
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from skprior._base import BasePriorClassifier
+from skprior._utils._array_api import namespace_of, to_host
+from skprior._utils._constraints import constraints
+from skprior._utils._kernels import column_sums
+from skprior._utils._options import (
+    DEFAULT_BBSE_PROJECTION,
+    DEFAULT_DIRICHLET_ALPHA,
+    DEFAULT_FLH_LEARNING_RATE,
+    DEFAULT_MAX_ITER,
+    DEFAULT_ONLINE,
+    DEFAULT_PRIOR_METHOD,
+    DEFAULT_RLLS_REG,
+    DEFAULT_SHIFT_LEVEL,
+    DEFAULT_SOLVER,
+    DEFAULT_STREAM_BUDGET,
+    DEFAULT_TOL,
+    SOURCE_PRIORS,
+)
+from skprior._utils._validation import (
+    check_prior,
+    check_train_prior,
+    warn_user,
+)
+from skprior._utils._validation_labels import check_sample_weight
+from skprior.label_shift._confusion import joint_confusion_matrix
+from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
+from skprior.label_shift._shift_solvers import NoShiftReference, StreamShiftMonitor
+from skprior.label_shift._shift_test import ShiftTest
+from skprior.label_shift._solvers import (
+    bbse_from_frequencies,
+    mean_posterior,
+    predicted_frequencies_xp,
+    reweight,
+    reweight_xp,
+    rlls_from_frequencies,
+)
+from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
+from skprior.label_shift._stream_solvers import unbiased_bbse
+
+
+class PriorAdaptedClassifier(BasePriorClassifier):
+    """Adapt a classifier's posteriors to the class prior of the test data.
+
+    Under label shift the class prior changes between training and test while
+    ``p(x|class)`` stays. The wrapper learns the training (source) prior ``q``
+    in ``fit``; ``predict_proba(X)`` takes the test prior ``pi`` -- known, or
+    estimated from the batch ``X`` itself -- and moves the inner model's
+    posteriors to it by Bayes' rule, ``p(c|x) pi_c / q_c`` renormalised (see
+    :func:`adjust_to_prior`).
+
+    Parameters
+    ----------
+    estimator : classifier, default=None
+        Any classifier with ``predict_proba``, fitted or not; ``None`` means
+        ``LogisticRegression()``. A fitted model is used as it is and never
+        refitted. Its posteriors should be calibrated: wrap it in a calibrator
+        first (for example ``TemperatureCalibratedClassifier``), as EM relies
+        on calibrated posteriors.
+    method : {"mle", "map", "bbse", "rlls", "known"}, default="mle"
+        How the test prior is obtained. ``"mle"``: maximum likelihood on the
+        batch by EM (Saerens et al., 2002). ``"map"``: maximum a posteriori
+        with a symmetric Dirichlet(``dirichlet_alpha``) hyper-prior (Sulc and
+        Matas, 2019); stays positive for classes absent from the batch.
+        ``"bbse"``: black-box shift estimation from the confusion matrix of the
+        ``fit`` data (Lipton et al., 2018), projected onto the simplex
+        (:func:`bbse_test_prior`; its ``projection="clip"`` gives the
+        clip-and-renormalise of earlier versions). ``"rlls"``: BBSE
+        regularised towards "no shift" (Azizzadenesheli et al., 2019; see
+        :func:`rlls_test_prior`). ``"known"``: ``test_prior``.
+    solver : {"em", "squarem", "pga"}, default="em"
+        Solver of ``"mle"`` and ``"map"``, see :func:`estimate_test_prior`.
+    dirichlet_alpha : float, default=2.0
+        Concentration ``a >= 1`` of the Dirichlet hyper-prior (``"map"``).
+    rlls_reg : float >= 0 or "auto", default="auto"
+        The regularisation ``Delta`` of ``"rlls"`` (``reg`` of
+        :func:`rlls_test_prior`): ``"auto"`` scales with the batch as
+        ``1 / sqrt(n)``; ``0`` is BBSE constrained to non-negative weights.
+    test_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The test prior, in the order of ``classes_`` (or keyed by class label);
+        required by ``"known"`` and used by it only (other methods warn).
+    train_prior : array-like of shape (n_classes,), dict or Series, default=None
+        The prior the posteriors are calibrated to, in the order of
+        ``classes_`` (or keyed by class label). ``None`` takes it from the
+        ``fit`` data as ``source_prior`` says.
+    source_prior : {"labels", "mean_posterior"}, default="labels"
+        Where the training prior comes from when ``train_prior`` is None: the
+        (weighted) label frequencies of ``y``, or the mean predicted posterior
+        on the ``fit`` data -- the prior a calibrated model's posteriors are
+        consistent with (recommended by Alexandari et al., 2020, after
+        calibration).
+    max_iter : int, default=10_000
+        Largest number of iterations of the ``"mle"``/``"map"`` estimate.
+    tol : float, default=1e-6
+        Stop when one EM step moves the estimate by at most ``tol`` (L1).
+    online : {"cumulative", "fth", "flh-ftl"}, default="cumulative"
+        How :meth:`update_prior` tracks the prior of a stream (see Notes).
+        ``"cumulative"``: the estimate from every sample seen, for a
+        stationary stream (:class:`CumulativePrior`; for ``"bbse"`` and
+        ``"rlls"`` the counts of predictions). ``"fth"``: the mean of the
+        per-batch estimates (:class:`FollowTheHistory`). ``"flh-ftl"``:
+        follows a drifting prior (:class:`FLHFTL`).
+    online_budget : int, default=1000
+        Rows kept exactly by ``online="cumulative"`` with ``"mle"``/``"map"``;
+        past it, on-line EM (see :class:`CumulativePrior`).
+    online_learning_rate : float, default=16.0
+        Learning rate of the meta-learner of ``online="flh-ftl"``.
+    shift_level : float in (0, 1] or None, default=0.01
+        Level of the test of no shift (:func:`label_shift_test`) run on each
+        batch before it is adapted (``"mle"``, ``"map"``, ``"bbse"``): the
+        batch's mean posterior is compared with the mean posterior on the
+        ``fit`` data, and a batch where the test does not reject at this level
+        keeps the training prior (its posteriors are returned as they are).
+        ``None`` adapts every batch, as without the test.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted inner model (the given one itself when it was fitted).
+    train_prior_ : ndarray of shape (n_classes,)
+        The training prior ``q``.
+    test_prior_ : ndarray of shape (n_classes,)
+        The known test prior (``method="known"`` only).
+    confusion_ : ndarray of shape (n_classes, n_classes)
+        Joint confusion matrix ``P(predicted = i, true = j)`` on the ``fit``
+        data (``method="bbse"`` and ``"rlls"`` only).
+    n_iter_ : int
+        Passes over the ``fit`` data (E-step evaluations) of the estimate of
+        the prior on the ``fit`` data itself (``"mle"``, ``"map"``), a
+        diagnostic: with calibrated posteriors it lands near ``train_prior_``.
+        1 for ``"bbse"``, ``"rlls"`` and ``"known"``.
+    online_prior_ : ndarray of shape (n_classes,)
+        The on-line estimate from the batches given to :meth:`update_prior`
+        since ``fit`` or :meth:`reset_prior`, up to and including the last
+        one (the starting prior before any).
+    n_seen_ : int
+        Number of samples behind ``online_prior_``.
+    online_shifted_ : bool
+        Whether the stream since ``fit`` or :meth:`reset_prior` has been found
+        shifted from the ``fit`` data (the test of ``shift_level`` on the mean
+        posterior of every row seen, at each :meth:`update_prior` once there
+        are ``max(50, n_classes)``, and on that of the latest segment of at
+        least ``max(100, 10 * n_classes)`` rows, each time one fills, with
+        levels that sum to ``shift_level``; once found, kept until
+        :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
+        If the rows before the latest segment are not found shifted, the
+        change began in it, and the on-line estimate starts again from the
+        batch where the shift was found (the segment's earlier batches are not
+        kept).
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, from the inner model.
+    n_features_in_ : int
+        Number of features, when the inner model has it.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Feature names, when the inner model has them.
+
+    See Also
+    --------
+    adjust_to_prior : Bayes' rule to a new prior, on arrays.
+    estimate_test_prior : The MLE/MAP estimate, on arrays.
+    bbse_test_prior : BBSE, on arrays.
+    rlls_test_prior : RLLS, on arrays.
+    label_shift_test : The test of no shift run before adapting.
+
+    Notes
+    -----
+    With ``"mle"``, ``"map"``, ``"bbse"`` and ``"rlls"`` the estimator is
+    transductive: the output for a row depends on the whole batch given to
+    ``predict_proba`` (the batch is the sample the prior is estimated from).
+    scikit-learn has no tag for that; the estimator declares
+    ``non_deterministic=True``, which makes its common checks skip the
+    subset-invariance test. Batches should be large
+    enough to estimate a prior: the MLE from one sample puts all its mass on
+    the class maximising ``p_k / q_k`` (:func:`estimate_test_prior` warns when
+    a batch has fewer rows than classes).
+
+    Adapting a batch without shift costs accuracy and log loss: the estimate
+    carries the batch's sampling noise, and with a weak or class-wise
+    miscalibrated model the MLE can drive most classes to ~0 with no shift at
+    all (LeNet-5 on CIFAR-100, 5,000 rows: accuracy 0.124 to 0.049). Hence the
+    test of ``shift_level``: it compares the batch with the model's own
+    posteriors on the ``fit`` data, so its null distribution does not rely on
+    calibration. A batch of another origin than the ``fit`` data can differ in
+    more than its prior and be declared shifted too.
+
+    The stream API (:meth:`update_prior`, :meth:`predict_proba_online`,
+    :meth:`reset_prior`) never changes :meth:`predict_proba`, which estimates
+    from its own batch only, and its state and cost per update do not grow
+    with the stream. ``online="cumulative"`` follows Sulc and Matas (2019,
+    Sec. 3.4), the estimate from every sample seen: for ``"mle"``/``"map"``
+    the last ``online_budget`` posteriors and the summed responsibilities of
+    older ones (:class:`CumulativePrior`: exact while the stream fits in the
+    budget, on-line EM past it); for ``"bbse"`` and ``"rlls"`` the counts of
+    predictions (K numbers, exact). ``online="fth"`` and ``"flh-ftl"`` do
+    on-line regression on a per-batch estimate ``s_t`` (Baby et al., 2023), chosen by
+    ``method``: the batch's own MLE/MAP for ``"mle"``/``"map"``, and for
+    ``"bbse"`` the unclipped, unbiased ``C_cond^{-1} mu_t``, for ``"rlls"``
+    the batch's RLLS estimate. ``"known"`` keeps
+    ``test_prior_``.
+
+    BBSE solves ``C w = mu`` by least squares: a class never predicted on the
+    ``fit`` data makes ``C`` singular, and the minimum-norm solution is used.
+
+    References
+    ----------
+    .. [1] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
+       classifier to new a priori probabilities: a simple procedure", Neural
+       Computation 14(1), 2002.
+    .. [2] Sulc and Matas, "Improving CNN classifiers by estimating test-time
+       priors", ICCV Workshops 2019. arXiv:1805.08235.
+    .. [3] Lipton, Wang and Smola, "Detecting and correcting for label shift
+       with black box predictors", ICML 2018.
+    .. [4] Alexandari, Kundaje and Shrikumar, "Maximum likelihood with
+       bias-corrected calibration is hard-to-beat at label shift adaptation",
+       ICML 2020.
+    .. [5] Baby, Garg, Yen, Balakrishnan, Lipton and Wang, "Online label
+       shift: optimal dynamic regret meets practical algorithms", NeurIPS
+       2023.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skprior import PriorAdaptedClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LogisticRegression(max_iter=1000).fit(X, y)
+    >>> adapted = PriorAdaptedClassifier(model).fit(X, y)  # model is not refitted
+    >>> shifted = np.r_[0:50, 50:60, 100:110]  # mostly class 0
+    >>> np.round(adapted.estimate_prior(X[shifted]), 2)
+    array([0.73, 0.12, 0.15])
+    """
+
+    _parameter_constraints: dict = {
+        **BasePriorClassifier._parameter_constraints,
+        **constraints(method="prior_method", solver="solver"),
+        **constraints(dirichlet_alpha="dirichlet_alpha", test_prior="optional_prior"),
+        **constraints(rlls_reg="rlls_reg"),
+        **constraints(source_prior="source_prior", max_iter="max_iter", tol="tol"),
+        **constraints(online="online", online_budget="stream_budget"),
+        **constraints(online_learning_rate="learning_rate"),
+        **constraints(shift_level="optional_shift_level"),
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        method=DEFAULT_PRIOR_METHOD,
+        solver=DEFAULT_SOLVER,
+        dirichlet_alpha=DEFAULT_DIRICHLET_ALPHA,
+        rlls_reg=DEFAULT_RLLS_REG,
+        test_prior=None,
+        train_prior=None,
+        source_prior=SOURCE_PRIORS[0],
+        max_iter=DEFAULT_MAX_ITER,
+        tol=DEFAULT_TOL,
+        online=DEFAULT_ONLINE,
+        online_budget=DEFAULT_STREAM_BUDGET,
+        online_learning_rate=DEFAULT_FLH_LEARNING_RATE,
+        shift_level=DEFAULT_SHIFT_LEVEL,
+    ):
+        self.estimator = estimator
+        self.method = method
+        self.solver = solver
+        self.dirichlet_alpha = dirichlet_alpha
+        self.rlls_reg = rlls_reg
+        self.test_prior = test_prior
+        self.train_prior = train_prior
+        self.source_prior = source_prior
+        self.max_iter = max_iter
+        self.tol = tol
+        self.online = online
+        self.online_budget = online_budget
+        self.online_learning_rate = online_learning_rate
+        self.shift_level = shift_level
+
+    def _is_transductive(self):
+        return self.method != "known"
+
+    # -- fit -----------------------------------------------------------------------
+
+    def _fit_post_hoc(self, X, y_index, sample_weight):
+        n_classes = len(self.classes_)
+        self._fitted_method = self.method
+        for name in ("test_prior_", "confusion_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        # (with a model given fitted, X is not used to fit it: its
+        # probabilities are computed anyway, so that a bad X is refused here)
+        needs_proba = (
+            self.method != "known"
+            or (self.train_prior is None and self.source_prior == "mean_posterior")
+            or self.estimator_ is self._get_estimator()
+        )
+        proba = self._inner_proba(X) if needs_proba else None
+        if self.train_prior is None and self.source_prior == "mean_posterior":
+            self.train_prior_ = estimate_source_prior(
+                proba, source="mean_posterior", sample_weight=sample_weight
+            )
+        check_train_prior(self.train_prior_, n_classes, classes=self.classes_)
+
+        if self.test_prior is not None and self.method != "known":
+            warn_user(
+                f"test_prior is used only by method='known'; method="
+                f"{self.method!r} estimates the test prior from each batch and "
+                f"ignores it. Pass method='known' to use the given prior."
+            )
+        self.n_iter_ = 1
+        if self.method == "known":
+            if self.test_prior is None:
+                raise ValueError(
+                    "method='known' needs test_prior=: the class prior of the "
+                    "test data, one entry per class in the order of classes_."
+                )
+            self.test_prior_ = check_prior(
+                self.test_prior, n_classes, name="test_prior", classes=self.classes_
+            )
+        elif self.method in ("bbse", "rlls"):
+            self.confusion_ = joint_confusion_matrix(
+                proba, y_index, sample_weight=sample_weight
+            )
+        else:
+            with warnings.catch_warnings():
+                # (a diagnostic on the fit data, not an adaptation: the warning
+                # of a degenerate estimate is for the batches)
+                warnings.filterwarnings(
+                    "ignore", "The (MLE|MAP) test prior", category=UserWarning
+                )
+                self.n_iter_ = self._estimate(proba).n_passes
+        self._no_shift = None
+        if self.method != "known":
+            # The batches are compared with these posteriors: the model's own,
+            # on data without shift (numerics in _shift_solvers).
+            weights = check_sample_weight(sample_weight, proba.shape[0])
+            self._no_shift = NoShiftReference.from_proba(proba, weights)
+        self.reset_prior()
+
+    def _check_unchanged(self, stream=False):
+        """Refuse parameters changed by ``set_params`` since the state was built.
+
+        ``method`` since ``fit``, and for the stream ``online*`` since
+        ``reset_prior``: what the state holds was computed for the old ones.
+        """
+        check_is_fitted(self)
+        if self._is_multilabel():
+            return  # (each label's own wrapper holds the state, and checks it)
+        if self.method != self._fitted_method:
+            raise ValueError(
+                f"method was changed from {self._fitted_method!r} to "
+                f"{self.method!r} after fit; call fit again (fit computes what "
+                f"each method needs, e.g. the confusion matrix of 'bbse')."
+            )
+        if stream and self._stream_params != self._online_params():
+            raise ValueError(
+                "online, online_budget or online_learning_rate was changed since "
+                "the stream began; call reset_prior() to start a stream with them."
+            )
+
+    def _online_params(self):
+        return (self.online, self.online_budget, self.online_learning_rate)
+
+    # -- the prior of a batch ------------------------------------------------------
+
+    def _estimate(self, proba, init=None):
+        return estimate_test_prior(
+            proba,
+            self.train_prior_,
+            method=self.method,
+            solver=self.solver,
+            dirichlet_alpha=self.dirichlet_alpha,
+            init=init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+        )
+
+    def _shift_test(self, proba):
+        n_rows = proba.shape[0]
+        statistic, pvalue, dof = self._no_shift.test(mean_posterior(proba), n_rows)
+        level = 1.0 if self.shift_level is None else self.shift_level
+        return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
+
+    def test_shift(self, X):
+        """Test whether the batch ``X`` is label-shifted from the ``fit`` data.
+
+        The test that ``predict_proba`` runs before adapting (see
+        ``shift_level`` and :func:`label_shift_test`).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            An unlabelled batch.
+
+        Returns
+        -------
+        result : ShiftTest
+            ``statistic``, ``pvalue``, ``dof`` and ``shifted`` (at
+            ``shift_level``; every batch is "shifted" when it is None).
+        """
+        check_is_fitted(self)
+        if self.method == "known":
+            raise ValueError(
+                "method='known' adapts to the given test_prior and runs no test "
+                "of shift; use an estimating method ('mle', 'map', 'bbse', 'rlls')."
+            )
+        return self._shift_test(self._inner_proba(X))
+
+    def _prior_of(self, proba):
+        """The test prior for a batch with inner posteriors ``proba``."""
+        self._check_unchanged()
+        if self.method == "known":
+            return self.test_prior_
+        if self.shift_level is not None and not self._shift_test(proba).shifted:
+            return self.train_prior_
+        xp = namespace_of(proba)
+        if self.method in ("bbse", "rlls"):
+            if xp is not None:
+                n_rows = proba.shape[0]
+                return self._bbse(predicted_frequencies_xp(xp, proba) * n_rows)
+            return self._bbse(np.bincount(proba.argmax(axis=1), minlength=len(proba.T)))
+        prior = self._estimate(proba).prior
+        return prior if xp is None else to_host(xp, prior)[0].astype(np.float64)
+
+    def _bbse(self, counts):
+        """BBSE or RLLS from the counts of the hard predictions."""
+        total = counts.sum()
+        if self.method == "rlls":
+            return rlls_from_frequencies(
+                counts / total, self.confusion_, self.rlls_reg, total
+            )
+        return bbse_from_frequencies(
+            counts / total, self.confusion_, DEFAULT_BBSE_PROJECTION
+        )
+
+    def estimate_prior(self, X):
+        """Estimate the class prior of the batch ``X`` (the test prior used).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            An unlabelled batch.
+
+        Returns
+        -------
+        prior : ndarray of shape (n_classes,) or (n_labels,)
+            The estimated prior in the order of ``classes_`` (``test_prior_``
+            for ``method="known"``, ``train_prior_`` when the test of
+            ``shift_level`` finds no shift). After a multi-label ``fit``, each
+            label's estimated prior of being present.
+        """
+        check_is_fitted(self)
+        if self._is_multilabel():
+            return self._label_priors("estimate_prior", X)
+        return self._prior_of(self._inner_proba(X)).copy()
+
+    def _adjust_proba(self, proba):
+        prior = self._prior_of(proba)
+        xp = namespace_of(proba)
+        if xp is not None:
+            return reweight_xp(xp, proba, self.train_prior_, prior)
+        return reweight(proba, self.train_prior_, prior)
+
+    # -- on-line ---------------------------------------------------------------------
+
+    def reset_prior(self):
+        """Forget the stream: the on-line estimate goes back to its start.
+
+        The start is ``test_prior_`` for ``method="known"`` and ``train_prior_``
+        otherwise.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+        """
+        check_is_fitted(self, "train_prior_")
+        self._check_unchanged()
+        start = self.test_prior_ if self.method == "known" else self.train_prior_
+        self.online_prior_ = start.copy()
+        self.n_seen_ = 0
+        self.online_shifted_ = self.method == "known" or self.shift_level is None
+        self._stream_params = self._online_params()
+        self._stream_monitor = (
+            None
+            if self.online_shifted_
+            else StreamShiftMonitor(self._no_shift, len(self.classes_))
+        )
+        self._stream_counts = None
+        self._stream_tracker = None
+        if self.method == "known":
+            return self
+        if self.online == "cumulative":
+            if self.method in ("bbse", "rlls"):
+                self._stream_counts = np.zeros(len(self.classes_))
+            else:
+                self._stream_tracker = CumulativePrior(
+                    self.train_prior_,
+                    budget=self.online_budget,
+                    dirichlet_alpha=(
+                        self.dirichlet_alpha if self.method == "map" else 1.0
+                    ),
+                    solver=self.solver,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                )
+        elif self.online == "fth":
+            self._stream_tracker = FollowTheHistory(start)
+        else:
+            self._stream_tracker = FLHFTL(
+                start, learning_rate=self.online_learning_rate
+            )
+        if self.method == "bbse" and self.online != "cumulative":
+            # K x K, computed once per stream: each batch then costs a product.
+            self._bbse_inverse = np.linalg.pinv(self.confusion_)
+        return self
+
+    def _batch_estimate(self, proba):
+        """``s_t`` of the drift trackers: the method's estimate of one batch.
+
+        For ``"bbse"`` the unclipped ``C_cond^{-1} mu_t``, which is unbiased
+        (averaging clipped estimates would not be); for ``"rlls"`` the batch's
+        RLLS estimate (regularised, so biased towards the held-out prior).
+        """
+        if self.method == "rlls":
+            return self._prior_of(proba)
+        if self.method != "bbse":
+            return self._estimate(proba).prior
+        frequencies = np.bincount(proba.argmax(axis=1), minlength=len(self.classes_))
+        return unbiased_bbse(
+            frequencies / proba.shape[0],
+            self._bbse_inverse,
+            self.confusion_.sum(axis=0),
+        )
+
+    def update_prior(self, X):
+        """Add a batch of a stream to the on-line estimate of the test prior.
+
+        The new ``online_prior_`` is built from every batch given since
+        ``fit`` or :meth:`reset_prior`, ``X`` included, as ``online`` says:
+        with ``"cumulative"``, the estimate from all their samples; with
+        ``"fth"``/``"flh-ftl"``, the prediction for the next batch from the
+        per-batch estimates. State and time per call do not grow with the
+        stream. Until the stream is found shifted from the ``fit`` data
+        (``online_shifted_``, the test of ``shift_level`` on the mean posterior
+        of every row seen and of the latest segment of rows),
+        :meth:`predict_proba_online` keeps the training prior; a shift that
+        began in the latest segment restarts the on-line estimate from ``X``
+        (as :meth:`reset_prior` would). :meth:`predict_proba` is not affected.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            The next unlabelled batch.
+
+        Returns
+        -------
+        self : object
+            The estimator, with ``online_prior_`` and ``n_seen_`` updated.
+        """
+        self._check_unchanged(stream=True)
+        proba = self._inner_proba(X)
+        self.n_seen_ += proba.shape[0]
+        if not self.online_shifted_ and self.shift_level is None:
+            self.online_shifted_ = True  # (set to None after the stream began)
+        elif not self.online_shifted_:
+            # The test of predict_proba, on the stream so far and on its
+            # latest segment: a stream without shift is not adapted (a
+            # miscalibrated model's estimate drifts away from the prior with
+            # no shift at all).
+            found = self._stream_monitor.update(
+                column_sums(proba), proba.shape[0], self.shift_level
+            )
+            if found == "recent":
+                # The shift began after the rows before the latest segment,
+                # which look calm: the on-line estimate starts again from this
+                # batch, as reset_prior() then update_prior(X) would, so that
+                # it does not average the calm stretch in.
+                self.reset_prior()
+                self.n_seen_ = proba.shape[0]
+            self.online_shifted_ = found is not None
+        if self._stream_counts is not None:
+            self._stream_counts = self._stream_counts + np.bincount(
+                proba.argmax(axis=1), minlength=len(self.classes_)
+            )
+            self.online_prior_ = self._bbse(self._stream_counts)
+        elif isinstance(self._stream_tracker, CumulativePrior):
+            with warnings.catch_warnings():
+                if not self.online_shifted_:
+                    # (predict_proba_online keeps the training prior until
+                    # the stream is found shifted: a noisy estimate is unused)
+                    warnings.filterwarnings(
+                        "ignore", "The stream's prior", category=UserWarning
+                    )
+                tracker = self._stream_tracker.update(proba)
+            self.online_prior_ = tracker.prior_.copy()
+        elif self._stream_tracker is not None:
+            estimate = self._batch_estimate(proba)
+            self.online_prior_ = self._stream_tracker.update(estimate).prior_.copy()
+        return self
+
+    def predict_proba_online(self, X):
+        """Posteriors of ``X`` adjusted to the on-line prior ``online_prior_``.
+
+        Unlike :meth:`predict_proba` the output of a row does not depend on the
+        rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
+        estimate. As :meth:`predict_proba` leaves a batch without shift as it
+        is, the posteriors are returned as they are (adjusted to the training
+        prior) until the stream is found shifted (``online_shifted_``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Adjusted probabilities in the order of ``classes_``.
+        """
+        self._check_unchanged(stream=True)
+        proba = self._inner_proba(X)
+        shifted = self.online_shifted_ or self.shift_level is None
+        prior = self.online_prior_ if shifted else self.train_prior_
+        return reweight(proba, self.train_prior_, prior)

@@ -1,0 +1,303 @@
+"""Confusion-based estimates of the test prior (black-box shift estimation).
+
+The joint confusion matrix of labelled held-out data
+(:func:`joint_confusion_matrix`) and the test priors it gives with the hard
+predictions of an unlabelled batch: black-box shift estimation
+(:func:`bbse_test_prior`) and its regularised form RLLS
+(:func:`rlls_test_prior`). Unlike the likelihood estimates of ``_prior.py`` they
+do not need calibrated posteriors, only a confusion matrix ``P(predicted | true)``
+that holds between held-out and test data. The solvers are in
+``_prior_solvers.py``.
+"""
+
+import numpy as np
+
+from skprior._utils._array_api import namespace_of, result_array
+from skprior._utils._constraints import constraints
+from skprior._utils._options import DEFAULT_BBSE_PROJECTION, DEFAULT_RLLS_REG
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import (
+    check_confusion,
+    check_proba,
+)
+from skprior._utils._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
+)
+from skprior._utils._validation_xp import check_proba_xp
+from skprior.label_shift._solvers import (
+    bbse_from_frequencies,
+    joint_confusion,
+    predicted_frequencies_xp,
+    rlls_from_frequencies,
+)
+
+
+def _predicted_frequencies(proba):
+    """Frequencies of the hard predictions (argmax) of a batch."""
+    n_samples, n_classes = proba.shape
+    return np.bincount(np.argmax(proba, axis=1), minlength=n_classes) / n_samples
+
+
+@validate_params(
+    constraints(proba="array", confusion="array", projection="bbse_projection"),
+    prefer_skip_nested_validation=True,
+)
+def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
+    r"""Black-box shift estimation of the test prior (Lipton et al., 2018).
+
+    With the joint confusion matrix :math:`C_{ij} = P(\hat y = i, y = j)` of
+    labelled held-out data and :math:`\hat\mu_i` the frequency of the hard
+    prediction :math:`i` on the batch, solve :math:`C w = \hat\mu` (least
+    squares, minimum norm when :math:`C` is singular) for the importance
+    weights :math:`w = \pi / q_{\text{held-out}}`, with
+    :math:`q_{\text{held-out},j} = \sum_i C_{ij}`. The unconstrained estimate
+    :math:`\tilde\pi = w \odot q_{\text{held-out}}` sums to one when
+    :math:`C` is invertible (:math:`1^\top C = q_{\text{held-out}}^\top`) but
+    can be negative; it is mapped to a prior by
+
+    - ``projection="simplex"``: the Euclidean projection onto the simplex,
+      :math:`\arg\min_{\pi \in \Delta} \|\pi - \tilde\pi\|_2`;
+    - ``projection="clip"``: :math:`\pi \propto \max(\tilde\pi, 0)`, the
+      clip-and-renormalise of Lipton et al.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors of the batch; the hard prediction is the argmax of each row.
+    confusion : array-like of shape (n_classes, n_classes)
+        Joint confusion matrix, predictions in rows and true labels in columns,
+        summing to one (:func:`joint_confusion_matrix`). (scikit-learn's
+        ``confusion_matrix(y, y_pred, normalize="all")`` is its transpose.)
+    projection : {"simplex", "clip"}, default="simplex"
+        How a negative estimate is made a prior. The projection is never
+        farther (in Euclidean norm) from the true prior than the unconstrained
+        estimate, since the true prior lies in the simplex, a convex set;
+        clipping and renormalising has no such guarantee, and moves every
+        positive entry when it rescales. ``"clip"`` was the only behaviour
+        before version 0.1 added the parameter.
+
+    Returns
+    -------
+    prior : ndarray of shape (n_classes,)
+        The estimate. With ``"clip"``, the held-out prior if every ``w`` clips
+        to 0.
+
+    See Also
+    --------
+    rlls_test_prior : The regularised estimate, for small batches.
+    joint_confusion_matrix : The matrix ``C``.
+
+    Notes
+    -----
+    A class never predicted on the held-out data makes a zero row of ``C``;
+    the system is then singular and ``lstsq`` returns the minimum-norm
+    solution: the estimate is still defined but less reliable.
+
+    On the label-shift benchmark (``benchmarks/bench_label_shift.py``) the two
+    mappings differ only where the estimate goes negative (strong shifts);
+    there the projection had the lower mean L1 error (see
+    ``docs/results_prior.md``).
+
+    References
+    ----------
+    .. [1] Lipton, Wang and Smola, "Detecting and correcting for label shift
+       with black box predictors", ICML 2018.
+    .. [2] Duchi, Shalev-Shwartz, Singer and Chandra, "Efficient projections
+       onto the l1-ball for learning in high dimensions", ICML 2008.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import bbse_test_prior
+    >>> confusion = np.array([[0.4, 0.1], [0.1, 0.4]])
+    >>> bbse_test_prior(np.array([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]]), confusion)
+    array([0.77777778, 0.22222222])
+
+    A batch with no prediction of class 2 makes the unconstrained estimate
+    negative there:
+
+    >>> confusion = [[0.2, 0.05, 0.05], [0.05, 0.2, 0.05], [0.0, 0.05, 0.35]]
+    >>> batch = np.eye(3)[[0, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+    >>> bbse_test_prior(batch, confusion).round(4)
+    array([0.4485, 0.5515, 0.    ])
+    >>> bbse_test_prior(batch, confusion, projection="clip").round(4)
+    array([0.4545, 0.5455, 0.    ])
+    """
+    xp = namespace_of(proba)
+    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    confusion = check_confusion(confusion, proba.shape[1])
+    if xp is not None:
+        frequencies = predicted_frequencies_xp(xp, proba)
+        prior = bbse_from_frequencies(frequencies, confusion, projection)
+        return result_array(xp, prior, proba)
+    return bbse_from_frequencies(_predicted_frequencies(proba), confusion, projection)
+
+
+@validate_params(
+    constraints(proba="array", confusion="array", reg="rlls_reg"),
+    prefer_skip_nested_validation=True,
+)
+def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
+    r"""Regularised black-box shift estimation: RLLS (Azizzadenesheli et al., 2019).
+
+    With :math:`C` and :math:`\hat\mu` as in :func:`bbse_test_prior`, the
+    importance weights :math:`w = \pi / q_{\text{held-out}} = 1 + \theta`
+    solve
+
+    .. math::
+
+        \hat\theta = \arg\min_{\theta \ge -1}
+        \|C\theta - \hat b\|_2 + \Delta \|\theta\|_2,
+        \qquad \hat b = \hat\mu - C\mathbf{1},
+
+    (the norms are not squared) and :math:`\pi \propto q_{\text{held-out}}
+    \odot (1 + \hat\theta)`. The constraint keeps every weight
+    non-negative; the penalty pulls the weights towards 1, "no shift". It is
+    the worst case of the residual over confusion matrices within
+    :math:`\Delta` of :math:`C` in spectral norm,
+    :math:`\max_{\|E\|_2 \le \Delta} \|(C + E)\theta - \hat b\|_2`:
+    :math:`\Delta` is the uncertainty of :math:`C` that the estimate guards
+    against.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors of the batch; the hard prediction is the argmax of each row.
+    confusion : array-like of shape (n_classes, n_classes)
+        Joint confusion matrix, predictions in rows and true labels in columns,
+        summing to one (:func:`joint_confusion_matrix`).
+    reg : float >= 0 or "auto", default="auto"
+        :math:`\Delta`. ``0`` gives least squares under the constraint
+        :math:`w \ge 0` (BBSE constrained in the solve instead of clipped
+        afterwards); large values give the held-out prior (no shift).
+        ``"auto"``: :math:`\Delta = \sigma_{\min}(C)\sqrt{\log(2K/\delta)/n}`
+        with :math:`n` the batch size, :math:`K` the number of classes and
+        :math:`\delta = 0.05`; see the notes.
+
+    Returns
+    -------
+    prior : ndarray of shape (n_classes,)
+        The estimate (the held-out prior if every weight is 0).
+
+    See Also
+    --------
+    bbse_test_prior : The unregularised estimate.
+    joint_confusion_matrix : The matrix ``C``.
+
+    Notes
+    -----
+    *How much the penalty does.* Because the norms are not squared, the
+    penalty is exact rather than a smooth shrinkage: :math:`\theta = 0` is the
+    solution as soon as :math:`\|C^\top \hat b\| \le \Delta \|\hat b\|`,
+    and when :math:`C \hat\theta = \hat b` has a feasible solution and
+    :math:`\Delta` is below the smallest singular value of :math:`C`, the
+    solution is that of BBSE, unchanged. Between those ends the estimate moves
+    towards "no shift" along the poorly determined directions of :math:`C`.
+
+    *The default.* The paper ties :math:`\Delta` to a high-probability bound
+    on the estimation error of :math:`C`, of order
+    :math:`\sqrt{\log(K/\delta)/n}`. ``"auto"`` keeps that rate, with
+    :math:`n` the number of predictions in the batch, so that the penalty
+    grows on small batches (it doubles when the batch is four times smaller),
+    and measures it in units of :math:`\sigma_{\min}(C)`, the scale it is
+    compared with in the optimality conditions. An absolute :math:`\Delta`
+    of that rate was measured to collapse the estimate to the held-out prior
+    on imbalanced held-out data (rare classes have tiny columns in :math:`C`,
+    so their weights must be large) and with 100 classes; the relative one
+    does not, and only acts once :math:`n < \log(2K/\delta)` or when the
+    constraint binds. On the label-shift benchmark its L1 error is close to
+    BBSE's: lower under mild shifts, slightly higher under strong ones (see
+    ``docs/results_prior.md``). Pass a float to set :math:`\Delta` yourself.
+
+    *The solver.* The problem is convex, :math:`K`-dimensional and not smooth.
+    Its solution lies on the path of the bound-constrained ridge problems
+    :math:`\theta(\lambda) = \arg\min_{\theta \ge -1} \|C\theta - \hat b\|^2
+    + \lambda\|\theta\|^2`: their optimality conditions divided by
+    :math:`2\|C\theta - \hat b\|` are those of RLLS exactly when
+    :math:`\lambda\|\theta(\lambda)\| = \Delta\|C\theta(\lambda) - \hat b\|`.
+    Each :math:`\theta(\lambda)` is a non-negative least-squares problem
+    solved exactly (active set), and the scalar equation in :math:`\lambda` by
+    Brent's method; the no-shift and the zero-residual ends are closed-form.
+
+    References
+    ----------
+    .. [1] Azizzadenesheli, Liu, Yang and Anandkumar, "Regularized learning
+       for domain adaptation under label shifts", ICLR 2019.
+    .. [2] Lipton, Wang and Smola, "Detecting and correcting for label shift
+       with black box predictors", ICML 2018.
+    .. [3] El Ghaoui and Lebret, "Robust solutions to least-squares problems
+       with uncertain data", SIAM Journal on Matrix Analysis and Applications
+       18(4), 1997.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import rlls_test_prior
+    >>> confusion = np.array([[0.4, 0.1], [0.1, 0.4]])
+    >>> proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]])
+    >>> rlls_test_prior(proba, confusion, reg=0.0)  # BBSE: the system is solvable
+    array([0.77777778, 0.22222222])
+    >>> rlls_test_prior(proba, confusion, reg=1.0)  # no shift: the held-out prior
+    array([0.5, 0.5])
+    """
+    xp = namespace_of(proba)
+    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    confusion = check_confusion(confusion, proba.shape[1])
+    if xp is not None:
+        frequencies = predicted_frequencies_xp(xp, proba)
+        prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+        return result_array(xp, prior, proba)
+    frequencies = _predicted_frequencies(proba)
+    return rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+
+
+@validate_params(
+    constraints(proba="array", y="array", sample_weight="optional_array"),
+    prefer_skip_nested_validation=True,
+)
+def joint_confusion_matrix(proba, y, *, sample_weight=None):
+    r"""Joint confusion matrix of labelled held-out posteriors, for BBSE.
+
+    :math:`C_{ij} = \sum_n w_n [\hat y_n = i][y_n = j] / \sum_n w_n`, with
+    :math:`\hat y_n = \arg\max_k p_{nk}` the hard prediction: predictions in
+    rows, true labels in columns, summing to one (the transpose of
+    scikit-learn's ``confusion_matrix(y, y_pred, normalize="all")``).
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors on labelled held-out data; rows sum to one.
+    y : array-like of shape (n_samples,)
+        The true classes as column indices ``0..n_classes-1`` of ``proba``.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights; ``None`` means 1.
+
+    Returns
+    -------
+    confusion : ndarray of shape (n_classes, n_classes)
+        :math:`C`, for :func:`bbse_test_prior`.
+
+    See Also
+    --------
+    bbse_test_prior : The test prior from this matrix and an unlabelled batch.
+
+    References
+    ----------
+    .. [1] Lipton, Wang and Smola, "Detecting and correcting for label shift
+       with black box predictors", ICML 2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import joint_confusion_matrix
+    >>> proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
+    >>> joint_confusion_matrix(proba, [0, 1, 1])
+    array([[0.33333333, 0.33333333],
+           [0.        , 0.33333333]])
+    """
+    proba = check_proba(proba)
+    n_samples, n_classes = proba.shape
+    y = check_class_indices(y, n_samples, n_classes, name="proba")
+    weights = check_sample_weight(sample_weight, n_samples)
+    return joint_confusion(np.argmax(proba, axis=1), y, weights, n_classes)

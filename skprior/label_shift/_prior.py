@@ -1,0 +1,416 @@
+"""Prior adaptation: posteriors that follow the test class prior (label shift).
+
+The array functions: Bayes' rule to a new prior (:func:`adjust_to_prior`), the
+maximum-likelihood or MAP test prior of an unlabelled batch
+(:func:`estimate_test_prior`) and the source prior (:func:`estimate_source_prior`).
+The confusion-based estimates (BBSE, RLLS) are in ``_prior_confusion.py``, the
+solvers in ``_prior_solvers.py``, and the estimator that calls them all,
+:class:`PriorAdaptedClassifier`, in ``_prior_classifier.py`` (the method is
+too large for one module).
+"""
+
+import dataclasses
+import functools
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from skprior._utils._array_api import namespace_of, result_array
+from skprior._utils._constraints import constraints
+from skprior._utils._options import (
+    DEFAULT_DIRICHLET_ALPHA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_PRIOR_METHOD,
+    DEFAULT_SOLVER,
+    DEFAULT_TOL,
+)
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import (
+    check_prior,
+    check_proba,
+    check_train_prior,
+    warn_user,
+)
+from skprior._utils._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
+)
+from skprior._utils._validation_xp import check_proba_lazy, check_proba_xp
+from skprior.label_shift._shift_solvers import removed_mass
+from skprior.label_shift._solvers import (
+    mean_posterior,
+    reweight,
+    reweight_xp,
+    solve_prior,
+    solve_prior_xp,
+    stranded_rows_xp,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorEstimate:
+    """The result of :func:`estimate_test_prior`.
+
+    Attributes
+    ----------
+    prior : ndarray of shape (n_classes,)
+        The estimated test prior (sums to one).
+    n_iter : int
+        Iterations of the solver (EM steps, SQUAREM cycles or gradient steps).
+    n_passes : int
+        Passes over the data: evaluations of the E-step (equivalently of the
+        log-likelihood and its gradient), the unit of cost shared by the solvers.
+    converged : bool
+        Whether the stopping criterion was met within ``max_iter``.
+    objective : float
+        Mean log-likelihood per sample at ``prior``,
+        ``mean_i log sum_k prior_k p_ik / q_k``, plus the log Dirichlet density
+        term ``(a - 1) sum_k log prior_k / N`` for ``method="map"``.
+
+    See Also
+    --------
+    estimate_test_prior : The function that returns it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import estimate_test_prior
+    >>> proba = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> estimate = estimate_test_prior(proba, [0.5, 0.5])
+    >>> estimate.converged, round(float(estimate.prior.sum()), 6)
+    (True, 1.0)
+    """
+
+    prior: np.ndarray
+    n_iter: int
+    n_passes: int
+    converged: bool
+    objective: float
+
+
+@validate_params(
+    constraints(proba="array", train_prior="prior", test_prior="prior"),
+    prefer_skip_nested_validation=True,
+)
+def adjust_to_prior(proba, train_prior, test_prior):
+    r"""Move posteriors from the training prior to a new class prior (Bayes' rule).
+
+    Under label shift the class-conditional densities :math:`p(x|c)` stay and
+    the prior changes from :math:`q` to :math:`\pi`; the posterior becomes
+
+    .. math:: p_\pi(c|x) = \frac{p(c|x)\,\pi_c / q_c}{\sum_k p(k|x)\,\pi_k / q_k}.
+
+    For a generative model (LDA, QDA, naive Bayes) this equals refitting it with
+    ``priors=test_prior``.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors under the training prior; rows sum to one.
+    train_prior : array-like of shape (n_classes,)
+        The prior ``q`` the posteriors are calibrated to; strictly positive.
+    test_prior : array-like of shape (n_classes,)
+        The new prior ``pi``; zeros are allowed.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_classes)
+        Adjusted posteriors, same dtype as the input (float32 or float64).
+
+    Notes
+    -----
+    A row whose mass lies only on classes with ``pi_c = 0`` would be ``0/0``:
+    the model is sure of classes the new prior rules out. Such a row is given
+    ``test_prior`` itself (the evidence is discarded, not the prior).
+
+    References
+    ----------
+    .. [1] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
+       classifier to new a priori probabilities: a simple procedure", Neural
+       Computation 14(1), 2002.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import adjust_to_prior
+    >>> adjust_to_prior(np.array([[0.5, 0.5]]), [0.5, 0.5], [0.8, 0.2])
+    array([[0.8, 0.2]])
+    """
+    xp = namespace_of(proba)
+    proba = check_proba(proba) if xp is None else check_proba_lazy(xp, proba)
+    n_classes = proba.shape[1]
+    test = check_prior(test_prior, n_classes, name="test_prior")
+    train = check_train_prior(train_prior, n_classes)
+    if xp is not None:
+        return reweight_xp(xp, proba, train, test)
+    return reweight(proba, train, test, dtype=proba.dtype)
+
+
+@validate_params(
+    {
+        **constraints(proba="array", train_prior="prior", method="estimate_method"),
+        **constraints(solver="solver", dirichlet_alpha="dirichlet_alpha"),
+        **constraints(init="optional_prior", max_iter="max_iter", tol="tol"),
+    },
+    prefer_skip_nested_validation=True,
+)
+def estimate_test_prior(
+    proba,
+    train_prior,
+    *,
+    method=DEFAULT_PRIOR_METHOD,
+    solver=DEFAULT_SOLVER,
+    dirichlet_alpha=DEFAULT_DIRICHLET_ALPHA,
+    init=None,
+    max_iter=DEFAULT_MAX_ITER,
+    tol=DEFAULT_TOL,
+):
+    r"""Estimate the class prior of an unlabelled batch from its posteriors.
+
+    Maximum likelihood (``method="mle"``) maximises over the simplex
+
+    .. math:: \ell(\pi) = \sum_i \log \sum_k \pi_k\, p_{ik} / q_k,
+
+    concave in :math:`\pi`, with :math:`p_{ik}` the posteriors under the
+    training prior :math:`q` (Saerens et al., 2002). ``method="map"`` adds a
+    symmetric Dirichlet(:math:`a`) hyper-prior, :math:`(a-1)\sum_k\log\pi_k`
+    (Sulc and Matas, 2019). The EM algorithm alternates the E-step
+    :math:`r_{ik} \propto p_{ik}\pi_k/q_k` and the M-step
+
+    .. math:: \pi_k = \frac{\sum_i r_{ik} + a - 1}{N + K(a - 1)}
+
+    (:math:`a = 1` for MLE), starting from :math:`q`.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors of the batch under the training prior; rows sum to one.
+        Computation is in float64 whatever the input dtype.
+    train_prior : array-like of shape (n_classes,)
+        The prior ``q`` the posteriors are calibrated to; strictly positive.
+    method : {"mle", "map"}, default="mle"
+        Maximum likelihood, or maximum a posteriori with a Dirichlet prior.
+    solver : {"em", "squarem", "pga"}, default="em"
+        ``"em"``: plain EM. ``"squarem"``: EM accelerated by SQUAREM (Varadhan
+        and Roland, 2008), several times fewer passes when the optimum is on
+        the boundary (classes absent from the batch), where EM crawls.
+        ``"pga"``: projected gradient ascent on the simplex (Sulc and Matas,
+        2019) with Barzilai-Borwein steps and Euclidean projection. All reach
+        the same optimum.
+    dirichlet_alpha : float, default=2.0
+        Concentration ``a >= 1`` of the symmetric Dirichlet hyper-prior, for
+        ``method="map"`` only: ``a - 1`` pseudo-examples per class (the default
+        is add-one smoothing); ``a = 1`` gives the MLE.
+    init : array-like of shape (n_classes,), default=None
+        Starting point; ``None`` starts from ``train_prior``. For ``"em"`` and
+        ``"squarem"`` a class started at 0 stays at 0.
+    max_iter : int, default=10_000
+        Largest number of iterations.
+    tol : float, default=1e-6
+        Stop when one EM step would move the estimate by at most ``tol`` in L1
+        norm (a scale-free criterion: the prior lies on the simplex) and, for
+        the MLE, no class below ``tol`` has a likelihood gradient pulling it up
+        (see the module's notes).
+
+    Returns
+    -------
+    result : PriorEstimate
+        ``result.prior`` the estimate, with ``n_iter``, ``n_passes``,
+        ``converged`` and ``objective``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When ``max_iter`` iterations did not meet ``tol``.
+    UserWarning
+        When the estimate is degenerate: a batch with fewer rows than classes
+        (a single row's MLE is a vertex), or classes driven to ~0 (below 1% of
+        their training prior) that hold over half of the batch's posterior
+        mass, the mark of a weak or miscalibrated model on a batch without
+        shift (see :func:`label_shift_test`).
+
+    Notes
+    -----
+    A class absent from the batch has MLE 0: the optimum lies on the boundary
+    of the simplex and EM approaches it geometrically, slowly (hundreds to
+    thousands of iterations); prefer ``solver="squarem"`` or ``method="map"``
+    (whose estimate stays positive). A batch of one sample has as MLE the
+    vertex of the class maximising ``p_k / q_k``. Classes with ``q_k = 0`` are
+    refused: ``p_k / q_k`` is undefined.
+
+    References
+    ----------
+    .. [1] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
+       classifier to new a priori probabilities: a simple procedure", Neural
+       Computation 14(1), 2002.
+    .. [2] Sulc and Matas, "Improving CNN classifiers by estimating test-time
+       priors", ICCV Workshops 2019. arXiv:1805.08235.
+    .. [3] Varadhan and Roland, "Simple and globally convergent methods for
+       accelerating the convergence of any EM algorithm", Scandinavian Journal
+       of Statistics 35(2), 2008.
+    .. [4] Duchi, Shalev-Shwartz, Singer and Chandra, "Efficient projections
+       onto the l1-ball for learning in high dimensions", ICML 2008.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import estimate_test_prior
+    >>> proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]])
+    >>> result = estimate_test_prior(proba, [0.5, 0.5], solver="squarem", tol=1e-10)
+    >>> np.round(result.prior, 2)
+    array([0.77, 0.23])
+    >>> result.converged
+    True
+    """
+    xp = namespace_of(proba)
+    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    n_classes = proba.shape[1]
+    train = check_train_prior(train_prior, n_classes)
+    concentration = float(dirichlet_alpha) - 1.0 if method == "map" else 0.0
+    start = train if init is None else check_prior(init, n_classes, name="init")
+    if concentration > 0 and np.any(start == 0):
+        start = (start + 1e-3 / n_classes) / (1 + 1e-3)  # MAP lives in the interior
+    elif np.any(start == 0):
+        # EM keeps a class at 0 where it starts; a row with all its mass there
+        # has likelihood 0 at every such prior, and the estimate is undefined.
+        if xp is None:
+            stranded = np.flatnonzero(~(proba[:, start > 0].sum(axis=1) > 0))
+            n_stranded, first = stranded.size, stranded[0] if stranded.size else 0
+        else:
+            n_stranded, first = stranded_rows_xp(xp, proba, start > 0)
+        if n_stranded:
+            raise ValueError(
+                f"init is 0 on every class that row {int(first)} of proba "
+                f"gives probability to ({n_stranded} such rows), so the "
+                f"likelihood is 0 there and no solver can start from it. Pass "
+                f"an init that is positive on every class, or init=None (the "
+                f"training prior)."
+            )
+
+    solve = solve_prior if xp is None else functools.partial(solve_prior_xp, xp)
+    prior, n_iter, n_passes, converged, objective = solve(
+        proba, train, concentration, start, solver, max_iter, tol
+    )
+    _warn_if_degenerate(proba, train, prior, method)
+    if not converged:
+        advice = (
+            "Increase max_iter or tol"
+            if solver == "squarem"
+            else "Increase max_iter, use solver='squarem' (fast when classes are "
+            "absent from the batch)"
+        )
+        warn_user(
+            f"The {method.upper()} prior estimate ({solver}) did not converge in "
+            f"max_iter={max_iter} iterations to tol={tol:g}. {advice}, or use "
+            f"method='map'.",
+            ConvergenceWarning,
+        )
+    return PriorEstimate(
+        prior=prior if xp is None else result_array(xp, prior, proba),
+        n_iter=int(n_iter),
+        n_passes=int(n_passes),
+        converged=bool(converged),
+        objective=objective,
+    )
+
+
+def _warn_if_degenerate(proba, train_prior, prior, method):
+    """Warn when the estimate is noise or miscalibration rather than a prior.
+
+    Two signs: a batch with fewer rows than classes (a single row's MLE is the
+    vertex of its largest ``p_k / q_k``), and classes driven to ~0 that hold
+    most of the batch's posterior mass -- a class really absent from the batch
+    holds little of it, one removed by a weak or miscalibrated model its share.
+    """
+    n_rows, n_classes = proba.shape
+    fix = (
+        "Adapt only batches that a test finds shifted (label_shift_test; "
+        "PriorAdaptedClassifier does by default), calibrate the model first"
+    )
+    if n_rows < n_classes:
+        what = "a single row" if n_rows == 1 else f"{n_rows} rows"
+        warn_user(
+            f"The {method.upper()} test prior is estimated from {what} for "
+            f"{n_classes} classes: it is mostly noise (from a single row, the "
+            f"vertex of the class with the largest p_k / q_k), and posteriors "
+            f"adjusted to it come out near one-hot. Estimate from larger "
+            f"batches, use method='map', or keep the training prior.",
+        )
+        return
+    count, mass = removed_mass(prior, train_prior, mean_posterior(proba))
+    if mass > 0.5:
+        warn_user(
+            f"The {method.upper()} test prior drives {count} of {n_classes} "
+            f"classes to ~0 (below 1% of their training prior) although they "
+            f"hold {mass:.0%} of the batch's posterior mass: the signature of a "
+            f"weak or class-wise miscalibrated model rather than of absent "
+            f"classes, and adapting to it can cost much accuracy and log loss. "
+            f"{fix}, or use method='map'.",
+        )
+
+
+@validate_params(
+    {
+        **constraints(proba="array", y="optional_array", source="source_prior"),
+        **constraints(sample_weight="optional_array"),
+    },
+    prefer_skip_nested_validation=True,
+)
+def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None):
+    r"""The prior that held-out posteriors are calibrated to (the source prior).
+
+    ``source="labels"``: the weighted label frequencies
+    :math:`q_k = \sum_n w_n [y_n = k] / \sum_n w_n`. ``source="mean_posterior"``:
+    the weighted mean posterior :math:`q_k = \sum_n w_n p_{nk} / \sum_n w_n`,
+    the prior that a calibrated model's posteriors are consistent with; with a
+    calibrated model it is the better source prior for EM (Alexandari et al.,
+    2020), since class-wise miscalibration moves it along with the posteriors.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors on the data the source prior is taken from.
+    y : array-like of shape (n_samples,), default=None
+        The true classes as column indices of ``proba``; needed by
+        ``source="labels"``.
+    source : {"labels", "mean_posterior"}, default="labels"
+        Which estimate.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights; ``None`` means 1.
+
+    Returns
+    -------
+    prior : ndarray of shape (n_classes,)
+        Sums to one.
+
+    References
+    ----------
+    .. [1] Alexandari, Kundaje and Shrikumar, "Maximum likelihood with
+       bias-corrected calibration is hard-to-beat at label shift adaptation",
+       ICML 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import estimate_source_prior
+    >>> proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
+    >>> estimate_source_prior(proba, source="mean_posterior").round(3)
+    array([0.567, 0.433])
+    >>> estimate_source_prior(proba, [0, 1, 1]).round(3)
+    array([0.333, 0.667])
+    """
+    proba = check_proba(proba)
+    n_samples, n_classes = proba.shape
+    weights = check_sample_weight(sample_weight, n_samples)
+    if source == "labels":
+        if y is None:
+            raise ValueError(
+                "source='labels' counts the labels y, but y is None. Pass y, or "
+                "source='mean_posterior'."
+            )
+        y = check_class_indices(y, n_samples, n_classes, name="proba")
+        counts = np.bincount(y, weights=weights, minlength=n_classes)
+    else:
+        # (summed in float64 without a float64 copy of the input)
+        counts = np.einsum("i,ik->k", weights, proba, dtype=np.float64)
+    return counts / counts.sum()

@@ -1,0 +1,200 @@
+"""A test of "no label shift", run before adapting a batch to its estimated prior.
+
+Adapting when nothing changed costs accuracy and log loss: the estimated prior
+carries the sampling noise of the batch, and with a weak or class-wise
+miscalibrated model the maximum-likelihood estimate can drive most classes to
+~0 on data with no shift at all. :func:`label_shift_test` asks first whether
+the batch's mean posterior differs from the one seen without shift by more
+than its sampling noise; :class:`~skprior.PriorAdaptedClassifier` and the
+command line adapt only the batches where it does. The numerics are in
+``_shift_solvers.py``.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from skprior._utils._constraints import constraints
+from skprior._utils._kernels import column_sums
+from skprior._utils._options import DEFAULT_SHIFT_LEVEL
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import (
+    check_prior,
+    check_proba,
+    warn_user,
+)
+from skprior._utils._validation_labels import check_sample_weight
+from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftTest:
+    """The result of :func:`label_shift_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Hotelling's :math:`T^2` of the batch's mean posterior against the
+        reference.
+    pvalue : float
+        Its upper-tail probability under "no shift"; ``nan`` when the test
+        cannot be run (too few rows behind the covariance).
+    dof : int
+        Dimensions tested: the rank of the posteriors' covariance (at most
+        ``n_classes - 1``).
+    shifted : bool
+        Whether ``pvalue <= level``: the batch's prior differs from the
+        reference's. ``False`` when the test cannot be run.
+
+    See Also
+    --------
+    label_shift_test : The function that returns it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import label_shift_test
+    >>> reference = np.array([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3], [0.4, 0.6]])
+    >>> label_shift_test(reference[:2], reference).shifted
+    False
+    """
+
+    statistic: float
+    pvalue: float
+    dof: int
+    shifted: bool
+
+
+@validate_params(
+    {
+        **constraints(proba="array", reference="array", sample_weight="optional_array"),
+        **constraints(level="shift_level"),
+    },
+    prefer_skip_nested_validation=True,
+)
+def label_shift_test(
+    proba, reference, *, sample_weight=None, level=DEFAULT_SHIFT_LEVEL
+):
+    r"""Test whether a batch's class prior differs from the reference's.
+
+    Under label shift the mean posterior of a batch moves linearly with its
+    class prior, :math:`E[p_k] = \sum_j \pi_j E[p_k \mid y = j]` (the soft
+    confusion matrix of black-box shift detection, Lipton et al., 2018;
+    Rabanser et al., 2019), so "no shift" means the batch's mean posterior
+    :math:`\bar p` equals the reference's :math:`\mu`. The statistic is
+    Hotelling's
+
+    .. math:: T^2 = n_{\mathrm{eff}}\,(\bar p - \mu)^\top S^{+} (\bar p - \mu),
+
+    with :math:`S^{+}` the pseudo-inverse of the posteriors' covariance (rank
+    :math:`d \le K - 1`: rows sum to one), and
+    :math:`T^2 (m - d) / (d (m - 1))` is referred to :math:`F(d, m - d)`, with
+    :math:`m` the rows behind :math:`S`. Its null distribution rests on the
+    central limit theorem for the mean of the rows, not on calibration: a
+    miscalibrated model's posteriors are compared with that same model's
+    posteriors on data without shift.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Posteriors of the batch.
+    reference : array-like of shape (n_reference, n_classes) or (n_classes,)
+        What the batch is compared with. Two-dimensional (recommended): the
+        same model's posteriors on data without shift, such as the
+        validation data whose labels give the training prior; :math:`\mu` and
+        :math:`S` are theirs, and :math:`n_{\mathrm{eff}} = 1 / (1/n +
+        1/n_{\mathrm{ref}})` counts the noise of both means. One-dimensional:
+        a prior :math:`q` that the batch's mean posterior equals without shift
+        -- true of a calibrated model only, since a miscalibrated model's mean
+        posterior differs from its training prior with no shift at all; then
+        :math:`S` is the batch's own covariance and :math:`n > K` rows are
+        needed.
+    sample_weight : array-like of shape (n_reference,), default=None
+        Weights of the reference rows (two-dimensional ``reference`` only).
+    level : float in (0, 1], default=0.01
+        Significance level: ``shifted`` when ``pvalue <= level``.
+
+    Returns
+    -------
+    result : ShiftTest
+        ``statistic``, ``pvalue``, ``dof`` and ``shifted``.
+
+    Warns
+    -----
+    UserWarning
+        When the test cannot be run: a one-dimensional reference with a batch
+        of at most ``n_classes`` rows.
+
+    See Also
+    --------
+    PriorAdaptedClassifier : Runs this test before adapting (``shift_level``).
+    estimate_test_prior : The estimate that follows a rejection.
+
+    Notes
+    -----
+    At the default level one batch without shift in a hundred is declared
+    shifted. A batch drawn from a reference split at random is the null
+    hypothesis exactly; a batch from another source (another hospital,
+    another camera) may differ in more than its prior, and is then declared
+    shifted as well: the test detects any change of the mean posterior.
+
+    References
+    ----------
+    .. [1] Lipton, Wang and Smola, "Detecting and correcting for label shift
+       with black box predictors", ICML 2018.
+    .. [2] Rabanser, Gunnemann and Lipton, "Failing loudly: an empirical study
+       of methods for detecting dataset shift", NeurIPS 2019.
+    .. [3] Hotelling, "The generalization of Student's ratio", Annals of
+       Mathematical Statistics 2(3), 1931.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import label_shift_test
+    >>> rng = np.random.default_rng(0)
+    >>> reference = rng.dirichlet([1.0, 1.0, 1.0], size=500)
+    >>> label_shift_test(reference[:100], reference).shifted
+    False
+    >>> skewed = reference[np.argsort(reference[:, 0])[-100:]]  # class 0 likely
+    >>> label_shift_test(skewed, reference).shifted
+    True
+    """
+    proba = check_proba(proba)
+    n_rows, n_classes = proba.shape
+    batch_mean = column_sums(proba) / n_rows
+    reference = np.asarray(reference)
+    if reference.ndim == 1:
+        if sample_weight is not None:
+            raise ValueError(
+                "sample_weight weighs the rows of a two-dimensional reference; "
+                "with a prior as reference there are none. Drop sample_weight."
+            )
+        expected = check_prior(reference, n_classes, name="reference")
+        if n_rows <= n_classes:
+            warn_user(
+                f"label_shift_test with a prior as reference estimates the "
+                f"posteriors' covariance from the batch, which needs more rows "
+                f"than classes ({n_rows} rows for {n_classes} classes): the "
+                f"test is not run and the batch is not declared shifted. Pass "
+                f"the model's posteriors on data without shift as reference."
+            )
+            return ShiftTest(float("nan"), float("nan"), 0, False)
+        _, covariance, _ = weighted_moments(proba)
+        null = NoShiftReference(expected, covariance, n_rows, np.inf)
+    else:
+        reference = check_proba(reference, name="reference")
+        if reference.shape[1] != n_classes:
+            raise ValueError(
+                f"reference has {reference.shape[1]} classes and proba "
+                f"{n_classes}: pass the same model's posteriors, with the "
+                f"classes in the same columns."
+            )
+        weights = check_sample_weight(sample_weight, reference.shape[0])
+        null = NoShiftReference.from_proba(reference, weights)
+    statistic, pvalue, dof = null.test(batch_mean, n_rows)
+    return ShiftTest(
+        statistic=statistic,
+        pvalue=pvalue,
+        dof=dof,
+        shifted=bool(pvalue <= level),
+    )

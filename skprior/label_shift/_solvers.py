@@ -1,0 +1,593 @@
+"""The numerics of prior estimation: one pass over the data, EM, SQUAREM, PGA.
+
+Solvers behind :func:`skprior.estimate_test_prior`, Bayes' rule to a new prior
+and the BBSE and RLLS solves, on validated float64 arrays (no input checks
+here).
+
+With weights ``w = pi / q`` and ``D_i = sum_k p_ik w_k`` (a matrix-vector
+product), the EM map is ``F(pi)_k = pi_k g_k / N`` where
+``g_k = sum_i (p_ik / q_k) / D_i`` (a second product) is also the gradient of
+the log-likelihood ``l(pi) = sum_i log D_i``. One "pass" is these two products,
+done block by block over the rows (see ``_Problem.evaluate``): no
+n_samples x n_classes temporary is formed, and a float32 input is converted
+to float64 one cache-sized block at a time. Every solver stops on the same
+scale-free criterion, the L1 size of one EM step, ``||F(pi) - pi||_1 <= tol``,
+plus, for the MLE, the KKT violation ``max(g_k - 1, 0)`` of classes below
+``tol`` (at or near 0, where an EM step is small whatever the gradient).
+"""
+
+import numpy as np
+from scipy.optimize import brentq, nnls
+
+from skprior._utils._array_api import (
+    device_of,
+    from_host,
+    map_blocks,
+    namespace_of,
+    sum_blocks,
+    to_host,
+    work_dtype,
+)
+from skprior._utils._kernels import column_sums, row_blocks, single_blas_thread
+from skprior._utils._options import RLLS_DELTA
+
+# Rows per block of a pass: a float32 block is converted to float64, about
+# 1 MB, which stays in cache for the second product (8 MB blocks: a pass twice
+# as slow on 400,000 x 100). A float64 block is a view, read in place: there
+# larger blocks only save calls (2**17 entries: 5 ms for 7 EM steps on
+# 10,000 x 100, 2**20: 2.9 ms).
+PASS_BLOCK_ELEMENTS = 2**17
+FLOAT64_PASS_BLOCK_ELEMENTS = 2**20
+
+
+def pass_blocks(shape, dtype):
+    """The row blocks of one pass over an array of ``shape`` and ``dtype``."""
+    # (by name: an array-API dtype does not compare with NumPy's)
+    wide = str(dtype).endswith("float64")
+    elements = FLOAT64_PASS_BLOCK_ELEMENTS if wide else PASS_BLOCK_ELEMENTS
+    return row_blocks(*shape, elements=elements)
+
+
+def reweight(proba, train_prior, test_prior, dtype=np.float64):
+    """Rows of ``proba * test_prior / train_prior`` renormalised, as ``dtype``.
+
+    A row that is 0 everywhere (all its mass on classes the test prior rules
+    out) gets ``test_prior``, the posterior of a sample that carries no usable
+    evidence. Computed in float64 over row blocks written into the output:
+    the peak is the output and one block, whatever the batch (a float32 input
+    with a float32 output: 1x the input). (In place after the product, and
+    without a float64 copy of a float32 input: 8x faster than the plain
+    expression on 5,000 x 100 float32.)
+    """
+    weights = test_prior / train_prior
+    out = np.empty(proba.shape, dtype=dtype)
+    for block in pass_blocks(proba.shape, proba.dtype):
+        # A float64 output is worked on in place; a float32 one through a
+        # float64 block, cast on the last write.
+        rows = out[block] if out.dtype == np.float64 else None
+        rows = np.multiply(proba[block], weights, out=rows, dtype=np.float64)
+        total = np.einsum("ij->i", rows)
+        empty = ~(total > 0)
+        if empty.any():
+            total[empty] = 1.0
+        rows *= (1.0 / total)[:, None]
+        if empty.any():
+            rows[empty] = test_prior
+        if rows.base is not out:
+            out[block] = rows
+    return out
+
+
+def _objective(log_d_sum, prior, n_samples, concentration):
+    value = log_d_sum / n_samples
+    if concentration != 0:
+        with np.errstate(divide="ignore"):
+            value += concentration * np.log(prior).sum() / n_samples
+    return float(value)
+
+
+class _Problem:
+    """The data of one estimate and its single pass (see the module docstring)."""
+
+    def __init__(self, proba, train_prior, concentration, tol):
+        self.proba = proba
+        self.train_prior = train_prior
+        self.n_samples, self.n_classes = proba.shape
+        self.blocks = pass_blocks(proba.shape, proba.dtype)
+        self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
+        self.tol = tol  # classes below it get the KKT check of ``residual``
+        self.n_passes = 0
+
+    def evaluate(self, prior):
+        """Return ``(g / N, sum_i log D_i)`` at ``prior``; one pass."""
+        self.n_passes += 1
+        weights = prior / self.train_prior
+        tiny = np.finfo(np.float64).tiny
+        log_d_sum = 0.0
+        gradient = np.zeros(self.n_classes)
+        # Both products on one block while it is in cache: one read of the
+        # data per pass, half the time of two whole-matrix products, and a
+        # float32 input needs no float64 copy (the block is converted).
+        for block in self.blocks:
+            rows = self.proba[block].astype(np.float64, copy=False)
+            d = rows @ weights
+            # D_i = 0 only when row i lies on classes with prior 0 (the
+            # projected gradient can put some there): l = -inf, and the row
+            # points back in.
+            with np.errstate(divide="ignore"):
+                log_d_sum += np.log(d).sum()
+            gradient += (1.0 / np.maximum(d, tiny)) @ rows
+        return gradient / self.train_prior / self.n_samples, log_d_sum
+
+    def em_map(self, prior, gradient):
+        """The (MAP) EM update from the gradient at ``prior``: no extra pass."""
+        counts = prior * gradient * self.n_samples  # sum_i r_ik
+        a1 = self.concentration
+        updated = (counts + a1) / (self.n_samples + self.n_classes * a1)
+        return updated / updated.sum()
+
+    def residual(self, prior, gradient):
+        """L1 size of one EM step, plus KKT violations of classes at or near 0.
+
+        At the MLE every class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``).
+        A class with ``pi_k < tol`` moves by ``pi_k (g_k - 1) < tol`` per EM
+        step however much it should grow, so for such classes the excess
+        ``g_k - 1`` is counted too: a start near a vertex is not "converged".
+        """
+        step = np.abs(self.em_map(prior, gradient) - prior).sum()
+        if self.concentration == 0:
+            small = prior < self.tol
+            step += np.maximum(gradient[small] - 1.0, 0.0).sum()
+        return step
+
+    def objective(self, prior, log_d_sum):
+        return _objective(log_d_sum, prior, self.n_samples, self.concentration)
+
+
+def _solve_em(problem, start, max_iter, tol):
+    prior = start
+    for n_iter in range(1, max_iter + 1):
+        gradient, log_d = problem.evaluate(prior)
+        if problem.residual(prior, gradient) <= tol:
+            return prior, n_iter - 1, True, log_d
+        prior = problem.em_map(prior, gradient)
+    gradient, log_d = problem.evaluate(prior)
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+
+
+def _squarem_point(prior, r, v, p2, step):
+    """The extrapolated point ``p0 - 2 s r + s**2 v`` with the two caps below.
+
+    A class that the two EM steps drive down (``r_k < 0``, ``v_k > 0``) is
+    kept at or below ``p2_k`` (see ``_solve_squarem``). A class at exactly 0 in
+    ``p2`` is set to 0: EM never moves a class off 0, while the extrapolation
+    there can round to a tiny negative number (with ``p1_k = 0`` it is
+    ``p0_k (1 + s)**2 >= 0`` in exact arithmetic, a cancellation for ``s``
+    near -1), which the positivity test, on the classes with ``p2_k > 0``,
+    does not see.
+    """
+    point = prior - 2 * step * r + step**2 * v
+    down = (r < 0) & (v > 0)
+    point[down] = np.minimum(point[down], p2[down])
+    point[p2 == 0] = 0.0
+    return point
+
+
+def _solve_squarem(problem, start, max_iter, tol):
+    r"""SQUAREM, scheme S3 of Varadhan and Roland (2008), on the EM map ``F``.
+
+    One cycle from ``p0``, whose pass is already done: the EM steps
+    ``p1 = F(p0)`` and ``p2 = F(p1)`` (one pass, at ``p1``), then the
+    extrapolation ``p(s) = p0 - 2 s r + s**2 v`` with ``r = p1 - p0``,
+    ``v = p2 - 2 p1 + p0`` and ``s = -max(1, ||r|| / ||v||)`` (``s = -1``
+    gives ``p2``, plain EM), and one pass at the extrapolated point, which
+    opens the next cycle: two passes per cycle. Varadhan and Roland follow
+    the extrapolation with a stabilising EM step; it is left out here, which
+    makes a cycle two passes rather than three.
+
+    Three safeguards keep the iterate a positive prior and the likelihood
+    non-decreasing:
+
+    - a class that the two EM steps drive down (``r_k < 0``, ``v_k > 0``:
+      decreasing and convex, the path of a class absent from the batch) is
+      kept at or below ``p2_k``. For such a class EM contracts geometrically,
+      ``p_k c**n``, and ``p(s)_k = p0_k (1 + s (1 - c))**2`` grows back when
+      ``|s| (1 - c) > 2``: a step suited to the slowest class would throw the
+      fast-vanishing ones back up and lower the likelihood;
+    - a class with ``p2_k = 0`` is set to 0 (EM never moves it back up), and
+      while another entry of ``p(s)`` is not positive, ``s`` moves halfway
+      back to -1, towards the always-feasible EM step;
+    - when the log-likelihood (or log-posterior) at ``p(s)``, free from its
+      pass, is below that at ``p0``, the cycle falls back to ``p2``, at the
+      cost of a pass; EM never lowers the objective, so neither does the
+      cycle.
+
+    The stopping test (``_Problem.residual``) runs at ``p0`` and at ``p1``
+    on their gradients, so it costs no pass. The adaptive bound on ``|s|``
+    of Du and Varadhan (2020, ``step.max`` grown by ``mstep``) was measured on
+    ``benchmarks/bench_prior_speed.py`` and did not help once the first
+    safeguard is in place; the step is left unbounded.
+
+    References
+    ----------
+    .. [1] Varadhan and Roland, "Simple and globally convergent methods for
+       accelerating the convergence of any EM algorithm", Scandinavian Journal
+       of Statistics 35(2), 2008.
+    .. [2] Du and Varadhan, "SQUAREM: an R package for off-the-shelf
+       acceleration of EM, MM and other EM-like monotone algorithms", Journal
+       of Statistical Software 92(7), 2020.
+    """
+    prior = start
+    gradient, log_d = problem.evaluate(prior)
+    for n_iter in range(1, max_iter + 1):
+        if problem.residual(prior, gradient) <= tol:
+            return prior, n_iter - 1, True, log_d
+        p1 = problem.em_map(prior, gradient)
+        gradient1, log_d1 = problem.evaluate(p1)
+        if problem.residual(p1, gradient1) <= tol:
+            return p1, n_iter, True, log_d1
+        p2 = problem.em_map(p1, gradient1)
+        r = p1 - prior
+        v = p2 - p1 - r
+        v_norm = np.sqrt(v @ v)
+        step = -np.sqrt(r @ r) / v_norm if v_norm > 0 else -1.0
+        step = min(step, -1.0)
+        positive = p2 > 0
+        candidate = _squarem_point(prior, r, v, p2, step)
+        while step < -1.0 and np.any(candidate[positive] <= 0):
+            step = (step - 1.0) / 2
+            if step > -1.0 - 1e-10:
+                step = -1.0
+            candidate = _squarem_point(prior, r, v, p2, step)
+        if step == -1.0:
+            candidate = p2
+        else:
+            candidate = candidate / candidate.sum()
+        objective0 = problem.objective(prior, log_d)
+        gradient, log_d = problem.evaluate(candidate)
+        if step < -1.0 and problem.objective(candidate, log_d) < objective0:
+            candidate = p2
+            gradient, log_d = problem.evaluate(candidate)
+        prior = candidate
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+
+
+def project_to_simplex(v):
+    r"""Euclidean projection of a vector onto the probability simplex.
+
+    :math:`\arg\min_x \|x - v\|_2` subject to :math:`x \ge 0, \sum x = 1`, by
+    sorting: with :math:`u` sorted in decreasing order,
+    :math:`\rho = \max\{j : u_j - (\sum_{l \le j} u_l - 1)/j > 0\}`,
+    :math:`\theta = (\sum_{l \le \rho} u_l - 1)/\rho` and
+    :math:`x = \max(v - \theta, 0)` (Duchi et al., 2008; Wang and
+    Carreira-Perpinan, 2013).
+
+    Parameters
+    ----------
+    v : array-like of shape (n,)
+        Any real vector.
+
+    Returns
+    -------
+    x : ndarray of shape (n,)
+        The nearest point of the simplex.
+
+    Examples
+    --------
+    >>> from skprior.label_shift._solvers import project_to_simplex
+    >>> project_to_simplex([0.9, 0.6, -1.0])
+    array([0.65, 0.35, 0.  ])
+    """
+    v = np.asarray(v, dtype=np.float64)
+    u = -np.sort(-v)
+    cumulative = np.cumsum(u) - 1.0
+    index = np.arange(1, v.size + 1)
+    rho = np.flatnonzero(u - cumulative / index > 0)[-1]
+    theta = cumulative[rho] / (rho + 1)
+    return np.maximum(v - theta, 0.0)
+
+
+def _solve_pga(problem, start, max_iter, tol):
+    """Projected gradient ascent on the simplex (Sulc and Matas, 2019).
+
+    The objective is the mean log-likelihood (plus the MAP term). The step size
+    is the Barzilai-Borwein one (the curvature along the last step), halved
+    until the objective does not decrease: a fixed learning rate would have to
+    be tuned to the smallest prior entry, whose curvature grows like 1/pi**2.
+    """
+    a1 = problem.concentration
+
+    def ascent_direction(prior, gradient):
+        if a1 == 0:
+            return gradient
+        with np.errstate(divide="ignore"):
+            return gradient + a1 / prior / problem.n_samples
+
+    prior = start
+    gradient, log_d = problem.evaluate(prior)
+    value = problem.objective(prior, log_d)
+    direction = ascent_direction(prior, gradient)
+    learning_rate = 1.0 / max(np.abs(direction).max(), 1e-12) * 1e-2
+    for n_iter in range(1, max_iter + 1):
+        if problem.residual(prior, gradient) <= tol:
+            return prior, n_iter - 1, True, log_d
+        for _ in range(60):
+            candidate = project_to_simplex(prior + learning_rate * direction)
+            gradient_c, log_d_c = problem.evaluate(candidate)
+            value_c = problem.objective(candidate, log_d_c)
+            # Ascent up to rounding: near the optimum the objective is flat
+            # to machine precision, and a strict test would stall the steps.
+            if value_c >= value - 8 * np.finfo(float).eps * max(1.0, abs(value)):
+                break
+            learning_rate /= 2
+        else:  # no ascent at machine precision: the optimum is reached
+            return prior, n_iter - 1, problem.residual(prior, gradient) <= tol, log_d
+        direction_c = ascent_direction(candidate, gradient_c)
+        s = candidate - prior
+        y = direction - direction_c  # minus the change of the ascent direction
+        curvature = s @ y
+        learning_rate = (s @ s) / curvature if curvature > 0 else 2 * learning_rate
+        prior, gradient, log_d, value = candidate, gradient_c, log_d_c, value_c
+        direction = direction_c
+    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+
+
+_SOLVERS = {"em": _solve_em, "squarem": _solve_squarem, "pga": _solve_pga}
+
+
+def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol):
+    """Maximise the (MAP) likelihood of the prior with ``solver``.
+
+    Returns ``(prior, n_iter, n_passes, converged, objective)``. ``proba`` is
+    used as it is (float32 or float64); the passes convert it block by block.
+    BLAS runs on one thread: the passes are memory-bound (see
+    ``_kernels.single_blas_thread``).
+    """
+    problem = _Problem(proba, train_prior, concentration, tol)
+    with single_blas_thread():
+        prior, n_iter, converged, log_d = _SOLVERS[solver](
+            problem, start, max_iter, tol
+        )
+    objective = problem.objective(prior, log_d)
+    return prior, n_iter, problem.n_passes, converged, objective
+
+
+def bbse_from_frequencies(frequencies, confusion, projection="clip"):
+    """Solve ``C w = mu`` (least squares) and map ``w * q_held_out`` to a prior.
+
+    ``projection="clip"``: clip ``w >= 0`` and renormalise; the held-out prior
+    ``q_held_out = C.sum(axis=0)`` when every weight clips to 0.
+    ``projection="simplex"``: the Euclidean projection of ``w * q_held_out``
+    onto the simplex.
+    """
+    held_out_prior = confusion.sum(axis=0)
+    weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
+    if projection == "simplex":
+        return project_to_simplex(weights * held_out_prior)
+    prior = np.maximum(weights, 0.0) * held_out_prior
+    total = prior.sum()
+    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()
+
+
+def _ridge_weights(confusion, frequencies, lam):
+    """``argmin_{w >= 0} ||C w - mu||^2 + lam ||w - 1||^2``, exactly (NNLS).
+
+    The stacked system ``[C; sqrt(lam) I] w = [mu; sqrt(lam) 1]`` turns the
+    bound-constrained ridge problem into non-negative least squares, which
+    scipy's active-set solver (Lawson and Hanson) solves in finitely many steps.
+    """
+    if lam == 0:
+        return nnls(confusion, frequencies, maxiter=50 * confusion.shape[1])[0]
+    root = np.sqrt(lam)
+    n_classes = confusion.shape[1]
+    stacked = np.vstack([confusion, root * np.eye(n_classes)])
+    target = np.concatenate([frequencies, np.full(n_classes, root)])
+    return nnls(stacked, target, maxiter=50 * n_classes)[0]
+
+
+def rlls_weights(frequencies, confusion, reg):
+    r"""Importance weights ``w = 1 + theta`` of RLLS (Azizzadenesheli et al., 2019).
+
+    ``theta = argmin ||C theta - b||_2 + reg ||theta||_2`` subject to
+    ``theta >= -1``, with ``b = mu - C 1``; the norms are not squared.
+
+    The problem is convex but not smooth (at ``theta = 0`` and wherever the
+    residual is 0), so it is not handed to a smooth solver. Its solution lies
+    on the path of the bound-constrained ridge problems
+    ``theta(lam) = argmin_{theta >= -1} ||C theta - b||^2 + lam ||theta||^2``:
+    dividing the ridge stationarity condition
+    ``2 C^T r + 2 lam theta - nu = 0`` (``r = C theta - b``, ``nu >= 0`` the
+    bound multipliers) by ``2 ||r||`` gives the RLLS one,
+    ``C^T r / ||r|| + reg theta / ||theta|| - nu' = 0``, exactly when
+    ``lam = reg ||r|| / ||theta||``. So the solution is ``theta(lam*)`` at a
+    root of the scalar equation ``lam ||theta(lam)|| / ||r(lam)|| = reg``,
+    found by Brent's method on ``log lam``; each ``theta(lam)`` is an exact
+    NNLS solve (``_ridge_weights``). The ends of the path are handled in
+    closed form:
+
+    - ``theta = 0`` (no shift) is optimal iff ``||C^T b|| <= reg ||b||`` (the
+      subgradient condition at 0, an interior point of the constraint);
+    - when the ratio stays at or above ``reg`` down to ``lam -> 0`` (in
+      particular ``reg = 0``, or a residual of 0 with ``reg`` below the
+      smallest singular value of ``C`` along the solution), the solution is the
+      constrained least-squares one, ``lam = 0`` (the ``lam -> 0`` limit,
+      the least-norm ``theta``, when ``C`` is singular).
+
+    Any root satisfies the optimality conditions of the convex problem, so no
+    monotonicity of the ratio is needed beyond a sign change, which the two
+    end cases guarantee.
+    """
+    n_classes = confusion.shape[1]
+    ones = np.ones(n_classes)
+    b = frequencies - confusion @ ones
+    b_norm = np.linalg.norm(b)
+    if b_norm == 0 or np.linalg.norm(confusion.T @ b) <= reg * b_norm:
+        return ones
+    scale = np.linalg.norm(confusion, 2) ** 2  # lam's natural unit
+    full_rank = np.linalg.matrix_rank(confusion) == n_classes
+
+    def gap(log_lam):
+        lam = np.exp(log_lam)
+        weights = _ridge_weights(confusion, frequencies, lam)
+        residual = np.linalg.norm(confusion @ weights - frequencies)
+        if residual == 0:
+            return np.inf
+        return lam * np.linalg.norm(weights - 1) / residual - reg
+
+    # Bracket a root by steps of e^2 outward from lam = ||C||^2, stopping at
+    # the first sign change: far out, theta = w - 1 (tiny for huge lam) and a
+    # residual of order lam (tiny lam) are lost to rounding.
+    middle = np.log(scale)
+    if gap(middle) < 0:
+        low, high = middle, middle + 2
+        while gap(high) < 0:  # the ratio tends to ||C^T b|| / ||b|| > reg
+            low, high = high, high + 2
+            if high > middle + 60:  # theta below rounding: no shift
+                return _ridge_weights(confusion, frequencies, np.exp(high))
+    else:
+        low, high = middle - 2, middle
+        while gap(low) >= 0:
+            low, high = low - 2, low
+            if low < middle - 30:  # the lam -> 0 end: least squares
+                lam = 0.0 if full_rank else np.exp(low)
+                return _ridge_weights(confusion, frequencies, lam)
+    root = brentq(gap, low, high, xtol=1e-14, rtol=4 * np.finfo(float).eps)
+    return _ridge_weights(confusion, frequencies, np.exp(root))
+
+
+def joint_confusion(predicted, y_index, weights, n_classes):
+    """``P(predicted = i, true = j)``: weighted counts divided by their total."""
+    confusion = np.zeros((n_classes, n_classes))
+    np.add.at(confusion, (predicted, y_index), weights)
+    return confusion / confusion.sum()
+
+
+def rlls_auto_reg(confusion, n_samples, delta=RLLS_DELTA):
+    """``reg="auto"`` of RLLS: ``sigma_min(C) * sqrt(log(2 K / delta) / n)``.
+
+    ``n`` is the number of predictions behind the frequencies (the batch).
+    The paper's rate, ``sqrt(log(K / delta) / n)``, is scaled by the smallest
+    singular value of ``C`` because the penalty is compared with ``C^T u``
+    (``||u|| <= 1``) in the optimality conditions: in those units it does not
+    depend on the number of classes or on how imbalanced the held-out prior
+    is (see :func:`skprior.rlls_test_prior`).
+    """
+    n_classes = confusion.shape[0]
+    sigma_min = np.linalg.svd(confusion, compute_uv=False)[-1]
+    return float(sigma_min * np.sqrt(np.log(2 * n_classes / delta) / n_samples))
+
+
+def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
+    """The RLLS prior ``q_held_out * w`` renormalised (``reg`` may be "auto").
+
+    The held-out prior ``q_held_out = C.sum(axis=0)`` when every weight is 0.
+    """
+    if isinstance(reg, str):
+        reg = rlls_auto_reg(confusion, n_samples)
+    held_out_prior = confusion.sum(axis=0)
+    prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
+    total = prior.sum()
+    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()
+
+
+# -- arrays of other libraries (the array API path) -----------------------------------
+
+
+class _XpProblem(_Problem):
+    """:class:`_Problem` on an array API array: the pass runs on its device.
+
+    The solvers are unchanged: they work on the host, on ``K``-vectors, and
+    each :meth:`evaluate` is one pass over the data on the device (one Dask
+    compute), whose two results cross back as a ``K``-vector and a scalar.
+    """
+
+    def __init__(self, xp, proba, train_prior, concentration, tol):
+        super().__init__(proba, train_prior, concentration, tol)
+        self.xp = xp
+        self.device = device_of(proba)
+        self.dtype = work_dtype(xp, self.device)
+
+    def evaluate(self, prior):
+        self.n_passes += 1
+        xp, dtype = self.xp, self.dtype
+        weights = from_host(xp, prior / self.train_prior, self.device, dtype)
+        tiny = float(np.finfo(np.float64).tiny)
+
+        def one_block(block):
+            rows = xp.astype(self.proba[block, :], dtype, copy=False)
+            d = rows @ weights
+            positive = d > 0
+            # log 0 = -inf, as on the NumPy path (without its warning)
+            log_d = xp.where(positive, xp.log(xp.where(positive, d, 1.0)), -xp.inf)
+            inv = 1.0 / xp.where(d > tiny, d, tiny)
+            return inv @ rows, xp.sum(log_d)
+
+        column_sums, log_d_sum = sum_blocks(xp, *self.proba.shape, one_block)
+        gradient = column_sums / self.train_prior / self.n_samples
+        return gradient.astype(np.float64), float(log_d_sum)
+
+
+def solve_prior_xp(xp, proba, train_prior, concentration, start, solver, max_iter, tol):
+    """:func:`solve_prior` for an array API array: passes on its device."""
+    problem = _XpProblem(xp, proba, train_prior, concentration, tol)
+    prior, n_iter, converged, log_d = _SOLVERS[solver](problem, start, max_iter, tol)
+    objective = problem.objective(prior, log_d)
+    return prior, n_iter, problem.n_passes, converged, objective
+
+
+def stranded_rows_xp(xp, proba, support):
+    """Number and first index of the rows with no mass on ``support`` (a mask)."""
+    mask = from_host(xp, support.astype(np.float64), device_of(proba), proba.dtype)
+    empty = ~(proba @ mask > 0)
+    (count,) = to_host(xp, xp.sum(xp.astype(empty, xp.int64)))
+    if count == 0:
+        return 0, None
+    (empty,) = to_host(xp, empty)
+    return int(count), int(np.flatnonzero(empty)[0])
+
+
+def reweight_xp(xp, proba, train_prior, test_prior):
+    """:func:`reweight` on an array API array (a lazy map for Dask).
+
+    Block by block in the working dtype, returned in the dtype of ``proba``.
+    """
+    device = device_of(proba)
+    dtype = work_dtype(xp, device)
+    weights = from_host(xp, test_prior / train_prior, device, dtype)
+    fallback = from_host(xp, test_prior, device, dtype)
+
+    def one_block(block):
+        out = xp.astype(proba[block, :], dtype) * weights
+        total = xp.sum(out, axis=1)
+        empty = ~(total > 0)
+        out = out * (1.0 / xp.where(empty, 1.0, total))[:, None]
+        out = xp.where(empty[:, None], fallback[None, :], out)
+        return xp.astype(out, proba.dtype, copy=False)
+
+    return map_blocks(xp, *proba.shape, one_block)
+
+
+def predicted_frequencies_xp(xp, proba):
+    """Frequency of each class as the argmax of a row (a host ``K``-vector)."""
+    n_samples, n_classes = proba.shape
+    classes = xp.arange(n_classes, device=device_of(proba))
+
+    def one_block(block):
+        predicted = xp.argmax(proba[block, :], axis=1)
+        hits = xp.astype(predicted[:, None] == classes[None, :], xp.int64)
+        return (xp.sum(hits, axis=0),)
+
+    (counts,) = sum_blocks(xp, n_samples, n_classes, one_block)
+    return counts / n_samples
+
+
+def mean_posterior(proba):
+    """Column means of ``proba`` as a float64 NumPy vector, in its namespace.
+
+    (On Dask one reduction: a compute of its own.)
+    """
+    xp = namespace_of(proba)
+    if xp is None:
+        return column_sums(proba) / proba.shape[0]
+    (sums,) = to_host(xp, xp.sum(proba, axis=0))
+    return np.asarray(sums, dtype=np.float64) / proba.shape[0]

@@ -1,0 +1,252 @@
+"""Calibration metrics: expected calibration error and the reliability curve.
+
+Both bin predictions by confidence. The bins are right-closed: with edges
+``0 = e_0 < e_1 < ... < e_B = 1`` bin ``b`` holds the values in
+``(e_{b-1}, e_b]``, and the first bin also holds 0.
+"""
+
+import numpy as np
+
+from skprior._utils._array_api import namespace_of
+from skprior._utils._constraints import constraints
+from skprior._utils._options import BIN_STRATEGIES, DEFAULT_N_BINS, ECE_KINDS
+from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation_labels import check_scored_proba
+from skprior.metrics._ece_xp import ece_xp, reliability_curve_xp
+
+_BINNING = constraints(n_bins="n_bins", strategy="strategy")
+_SCORED = constraints(
+    y_true="array",
+    y_proba="array",
+    sample_weight="optional_array",
+    labels="optional_array",
+)
+
+
+def _bin_edges(values, weights, n_bins, strategy):
+    """Bin edges from 0 to 1: equal width, or weighted quantiles of ``values``."""
+    if strategy == "uniform":
+        return np.linspace(0.0, 1.0, n_bins + 1)
+    # Inverted-CDF quantiles: the smallest value whose cumulative weight reaches
+    # the level, so that integer weights act like repeated rows.
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    levels = np.arange(1, n_bins) / n_bins * cumulative[-1]
+    inner = values[order][np.searchsorted(cumulative, levels, side="left")]
+    return np.concatenate([[0.0], inner, [1.0]])
+
+
+def _binned_sums(values, hits, weights, n_bins, strategy):
+    """Per bin: total weight, weighted sum of ``values`` and of ``hits``."""
+    edges = _bin_edges(values, weights, n_bins, strategy)
+    # Right-closed bins: the index is the number of inner edges strictly below.
+    index = np.searchsorted(edges[1:-1], values, side="left")
+    weight = np.bincount(index, weights=weights, minlength=n_bins)
+    value_sum = np.bincount(index, weights=weights * values, minlength=n_bins)
+    hit_sum = np.bincount(index, weights=weights * hits, minlength=n_bins)
+    return weight, value_sum, hit_sum
+
+
+def top_label(y_index, proba):
+    """Confidence (top probability, float64) and correctness of each row."""
+    predicted = np.argmax(proba, axis=1)
+    confidence = proba[np.arange(len(proba)), predicted].astype(np.float64)
+    return confidence, (predicted == y_index).astype(np.float64)
+
+
+@validate_params(
+    {**_SCORED, **_BINNING, **constraints(kind="ece_kind")},
+    prefer_skip_nested_validation=True,
+)
+def expected_calibration_error(
+    y_true,
+    y_proba,
+    *,
+    n_bins=DEFAULT_N_BINS,
+    strategy=BIN_STRATEGIES[0],
+    kind=ECE_KINDS[0],
+    sample_weight=None,
+    labels=None,
+):
+    r"""Expected calibration error (ECE) of multiclass probabilities.
+
+    Top-label (default; Guo et al. 2017): the confidence of a sample is its top
+    probability :math:`c_i = \max_k p_{ik}`, its hit :math:`h_i = [\arg\max_k
+    p_{ik} = y_i]`. With bins :math:`B_1, \dots, B_M` of the confidences and
+    weights :math:`w_i`,
+
+    .. math::
+
+        \mathrm{ECE} = \sum_{m=1}^{M} \frac{W_m}{W}
+        \left| \frac{\sum_{i \in B_m} w_i h_i}{W_m}
+             - \frac{\sum_{i \in B_m} w_i c_i}{W_m} \right|,
+        \qquad W_m = \sum_{i \in B_m} w_i, \quad W = \sum_i w_i .
+
+    Class-wise (Kull et al. 2019): the same with :math:`c_i = p_{ik}` and
+    :math:`h_i = [y_i = k]` for each class :math:`k`, binned per class, and
+    averaged over the classes.
+
+    Bins are right-closed: with edges :math:`0 = e_0 < \dots < e_M = 1`, bin
+    :math:`m` holds the values in :math:`(e_{m-1}, e_m]`; the first also holds
+    0. ``"uniform"`` edges are equally spaced; ``"quantile"`` inner edges are the
+    weighted quantiles of the values at levels :math:`m/M` (inverted CDF: the
+    smallest value whose cumulative weight reaches the level), so bins hold
+    about equal weight. Empty bins contribute nothing.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities, columns in the order of ``labels`` (sorted
+        labels of ``y_true`` by default). A 1-D array is P(positive class),
+        the second of two labels.
+    n_bins : int, default=15
+        Number of bins :math:`M`.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-weight bins.
+    kind : {"top_label", "classwise"}, default="top_label"
+        Which calibration error.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights; ``None`` means 1.
+    labels : array-like of shape (n_classes,), default=None
+        The class of each column of ``y_proba`` (for a model,
+        ``model.classes_``). Needed when ``y_true`` does not show every class.
+
+    Returns
+    -------
+    ece : float
+        In [0, 1]; 0 is perfectly calibrated on these bins.
+
+    See Also
+    --------
+    reliability_curve : The per-bin accuracies and confidences.
+    ReliabilityDisplay : Plot them.
+
+    References
+    ----------
+    .. [1] Naeini, Cooper and Hauskrecht, "Obtaining well calibrated
+       probabilities using Bayesian binning", AAAI 2015.
+    .. [2] Guo, Pleiss, Sun and Weinberger, "On calibration of modern neural
+       networks", ICML 2017.
+    .. [3] Kull, Perello-Nieto, Kängsepp, Silva Filho, Song and Flach, "Beyond
+       temperature scaling: obtaining well-calibrated multiclass probabilities
+       with Dirichlet calibration", NeurIPS 2019.
+
+    Examples
+    --------
+    Two samples at confidence 0.9 and 0.6, one right, one wrong, in the bins
+    (0.8, 1] and (0.4, 0.6]: ECE = ``(|0 - 0.9| + |1 - 0.6|) / 2``.
+
+    >>> from skprior.metrics import expected_calibration_error
+    >>> y_proba = [[0.9, 0.1], [0.4, 0.6]]
+    >>> round(expected_calibration_error([1, 1], y_proba, n_bins=5, labels=[0, 1]), 6)
+    0.65
+    """
+    xp = namespace_of(y_proba)
+    if xp is not None:
+        return ece_xp(
+            xp, y_true, y_proba, n_bins, strategy, kind, sample_weight, labels
+        )
+    y_index, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
+    total = weights.sum()
+    if kind == "top_label":
+        confidence, hits = top_label(y_index, proba)
+        _, value_sum, hit_sum = _binned_sums(
+            confidence, hits, weights, n_bins, strategy
+        )
+        return float(np.abs(hit_sum - value_sum).sum() / total)
+    errors = []
+    for k in range(proba.shape[1]):
+        values = proba[:, k].astype(np.float64)
+        hits = (y_index == k).astype(np.float64)
+        _, value_sum, hit_sum = _binned_sums(values, hits, weights, n_bins, strategy)
+        errors.append(np.abs(hit_sum - value_sum).sum() / total)
+    return float(np.mean(errors))
+
+
+@validate_params({**_SCORED, **_BINNING}, prefer_skip_nested_validation=True)
+def reliability_curve(
+    y_true,
+    y_proba,
+    *,
+    n_bins=DEFAULT_N_BINS,
+    strategy=BIN_STRATEGIES[0],
+    sample_weight=None,
+    labels=None,
+):
+    r"""Top-label reliability curve: accuracy against confidence, per bin.
+
+    The multiclass counterpart of :func:`sklearn.calibration.calibration_curve`.
+    The confidence of a sample is its top probability :math:`c_i = \max_k
+    p_{ik}`; the samples are binned by confidence (right-closed bins, see
+    :func:`expected_calibration_error`) and each non-empty bin :math:`B_m`
+    gives
+
+    .. math::
+
+        \mathrm{acc}_m = \frac{\sum_{i \in B_m} w_i [\arg\max_k p_{ik} = y_i]}
+        {W_m}, \qquad
+        \mathrm{conf}_m = \frac{\sum_{i \in B_m} w_i c_i}{W_m} .
+
+    A calibrated model has :math:`\mathrm{acc}_m = \mathrm{conf}_m`.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities, columns in the order of ``labels``; a 1-D
+        array is P(positive class).
+    n_bins : int, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-weight bins.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights; ``None`` means 1.
+    labels : array-like of shape (n_classes,), default=None
+        The class of each column (sorted labels of ``y_true`` by default).
+
+    Returns
+    -------
+    accuracy : ndarray of shape (n_nonempty_bins,)
+        Weighted accuracy in each non-empty bin.
+    confidence : ndarray of shape (n_nonempty_bins,)
+        Weighted mean confidence in each non-empty bin, increasing.
+    bin_weight : ndarray of shape (n_nonempty_bins,)
+        Fraction of the total weight in each non-empty bin.
+
+    See Also
+    --------
+    expected_calibration_error : The weighted mean of ``|accuracy - confidence|``.
+    ReliabilityDisplay : Plot the curve.
+
+    References
+    ----------
+    .. [1] Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern Neural
+       Networks", ICML 2017.
+
+    Examples
+    --------
+    >>> from skprior.metrics import reliability_curve
+    >>> y_proba = [[0.9, 0.1], [0.86, 0.14], [0.4, 0.6]]
+    >>> accuracy, confidence, weight = reliability_curve([0, 1, 1], y_proba, n_bins=5)
+    >>> accuracy, confidence.round(2), weight.round(2)
+    (array([1. , 0.5]), array([0.6 , 0.88]), array([0.33, 0.67]))
+    """
+    xp = namespace_of(y_proba)
+    if xp is not None:
+        return reliability_curve_xp(
+            xp, y_true, y_proba, n_bins, strategy, sample_weight, labels
+        )
+    y_index, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
+    confidence, hits = top_label(y_index, proba)
+    weight, value_sum, hit_sum = _binned_sums(
+        confidence, hits, weights, n_bins, strategy
+    )
+    full = weight > 0
+    return (
+        hit_sum[full] / weight[full],
+        value_sum[full] / weight[full],
+        weight[full] / weights.sum(),
+    )

@@ -1,0 +1,458 @@
+"""The test of no label shift, and the safety it gives prior adaptation."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from skprior import (
+    PriorAdaptedClassifier,
+    adjust_to_prior,
+    estimate_test_prior,
+    label_shift_test,
+)
+from skprior.label_shift._shift_solvers import StreamShiftMonitor
+from tests.conftest import load_model_outputs
+
+
+def naive_hotelling(batch, reference_mean, covariance, n_eff, n_covariance):
+    """T2 from the formula with numpy's pseudo-inverse, and its F tail."""
+    diff = batch.astype(np.float64).mean(axis=0) - reference_mean
+    inverse = np.linalg.pinv(covariance, rcond=1e-9, hermitian=True)
+    statistic = n_eff * diff @ inverse @ diff
+    dof = np.linalg.matrix_rank(
+        covariance, tol=1e-9 * np.linalg.eigvalsh(covariance).max()
+    )
+    scaled = statistic * (n_covariance - dof) / (dof * (n_covariance - 1))
+    return statistic, stats.f.sf(scaled, dof, n_covariance - dof), dof
+
+
+def covariance_of(rows):
+    """Covariance divided by n, from a loop over the rows."""
+    rows = rows.astype(np.float64)
+    mean = rows.mean(axis=0)
+    total = np.zeros((rows.shape[1], rows.shape[1]))
+    for row in rows:
+        total += np.outer(row - mean, row - mean)
+    return mean, total / len(rows)
+
+
+def test_statistic_against_the_formula_with_fit_posteriors(cifar10):
+    """Two-dimensional reference: its mean and covariance, both means' noise."""
+    proba, _ = cifar10
+    reference, batch = proba[:3000], proba[3000:4000]
+    mean, covariance = covariance_of(reference)
+    n_eff = 1 / (1 / 1000 + 1 / 3000)
+    statistic, pvalue, dof = naive_hotelling(batch, mean, covariance, n_eff, 3000)
+    result = label_shift_test(batch, reference)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+    assert result.dof == dof == 9
+
+
+def test_statistic_against_the_formula_with_a_prior(cifar10):
+    """One-dimensional reference: the batch's own covariance, Hotelling's F."""
+    proba, labels = cifar10
+    batch = proba[:2000]
+    prior = np.bincount(labels[:2000], minlength=10) / 2000
+    _, covariance = covariance_of(batch)
+    statistic, pvalue, _ = naive_hotelling(batch, prior, covariance, 2000, 2000)
+    result = label_shift_test(batch, prior)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+
+
+def test_no_shift_rejected_at_about_the_level():
+    """Batches drawn like the reference are declared shifted about level of the time."""
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((20_000, 5)) * 2
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    reference = proba[:4000]
+    rejected = [
+        label_shift_test(proba[rng.choice(np.arange(4000, 20_000), 500)], reference,
+                         level=0.1).shifted
+        for _ in range(300)
+    ]  # fmt: skip
+    # 300 draws at level 0.1: the count is Binomial(300, 0.1), 30 +- 5.2.
+    assert 0.05 < np.mean(rejected) < 0.15
+
+
+def test_label_shift_is_detected(cifar100):
+    """A Dirichlet(1) shift of 1,000 CIFAR-100 rows is found against the fit half."""
+    proba, labels = cifar100
+    rng = np.random.default_rng(1)
+    prior = rng.dirichlet(np.ones(100))
+    pool = np.arange(5000, 10_000)
+    idx = np.concatenate([
+        rng.choice(pool[labels[pool] == c], int(1000 * prior[c])) for c in range(100)
+    ])  # fmt: skip
+    result = label_shift_test(proba[idx], proba[:5000])
+    assert result.shifted and result.pvalue < 1e-6
+
+
+def test_too_few_rows_for_a_prior_reference_warns():
+    """With a prior as reference the batch's covariance needs more rows than classes."""
+    with pytest.warns(UserWarning, match="needs more rows than classes"):
+        result = label_shift_test(np.full((3, 4), 0.25), np.full(4, 0.25))
+    assert not result.shifted and np.isnan(result.pvalue)
+
+
+def test_reference_with_other_classes_is_refused():
+    with pytest.raises(ValueError, match="reference has 3 classes"):
+        label_shift_test(np.full((5, 2), 0.5), np.full((5, 3), 1 / 3))
+
+
+class StoredOutputs(ClassifierMixin, BaseEstimator):
+    """A 'model' whose features are row indices into stored posteriors."""
+
+    def __init__(self, proba=None):
+        self.proba = proba
+
+    def fit(self, X, y):
+        self.classes_ = np.arange(self.proba.shape[1])
+        return self
+
+    def predict_proba(self, X):
+        return self.proba[np.asarray(X)[:, 0].astype(int)]
+
+
+def nll(proba, y):
+    return -np.mean(np.log(proba[np.arange(len(y)), y]))
+
+
+@pytest.mark.parametrize(
+    "name", ["lenet-5-cifar-100", "wideresnet-16-4-cifar-100", "lenet-5-cifar-10"]
+)
+def test_no_shift_split_is_left_alone_by_default(name):
+    """Rows 0-4,999 to fit, 5,000-9,999 to predict, no shift: the default
+    PriorAdaptedClassifier costs no accuracy nor log loss, and warns of nothing;
+    adapting every batch (shift_level=None) costs both on the weak LeNet-5."""
+    proba, y = load_model_outputs(name)
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    model = StoredOutputs(proba).fit(rows[:5000], y[:5000])
+    adapted = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = adapted.predict_proba(rows[5000:])
+    before = proba[5000:]
+    accuracy = np.mean(out.argmax(axis=1) == y[5000:])
+    assert accuracy >= np.mean(before.argmax(axis=1) == y[5000:]) - 0.005
+    assert nll(out, y[5000:]) <= nll(before, y[5000:]) + 0.01
+    assert not adapted.test_shift(rows[5000:]).shifted
+    if name == "lenet-5-cifar-100":
+        always = adapted.set_params(shift_level=None)
+        with pytest.warns(UserWarning, match="classes to ~0"):
+            wrecked = always.predict_proba(rows[5000:])
+        assert nll(wrecked, y[5000:]) > nll(before, y[5000:]) + 1
+
+
+def test_shifted_batch_is_adapted(cifar100):
+    """A shifted batch gets the MLE prior, as with shift_level=None."""
+    proba, labels = cifar100
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    rng = np.random.default_rng(3)
+    idx = np.concatenate([
+        rng.choice(np.flatnonzero(labels[5000:] == c) + 5000, 30) for c in range(20)
+    ])  # fmt: skip
+    model = StoredOutputs(proba).fit(rows[:5000], labels[:5000])
+    adapted = PriorAdaptedClassifier(model).fit(rows[:5000], labels[:5000])
+    q = adapted.train_prior_
+    expected = adjust_to_prior(proba[idx], q, estimate_test_prior(proba[idx], q).prior)
+    np.testing.assert_allclose(adapted.predict_proba(rows[idx]), expected)
+
+
+def test_single_row_estimate_warns():
+    """The MLE of one row is a vertex: estimate_test_prior says so."""
+    with pytest.warns(UserWarning, match="a single row"):
+        result = estimate_test_prior([[0.01, 0.61, 0.03, 0.18, 0.17]], np.full(5, 0.2))
+    assert result.prior.max() > 0.99
+
+
+def test_estimate_from_a_weak_model_without_shift_warns():
+    """LeNet-5 on CIFAR-100, no shift: most classes driven to ~0 -> a warning."""
+    proba, y = load_model_outputs("lenet-5-cifar-100")
+    q = np.bincount(y[:5000], minlength=100) / 5000
+    with pytest.warns(UserWarning, match="of the batch's posterior mass"):
+        estimate_test_prior(proba[5000:], q, solver="squarem")
+
+
+def test_estimate_with_absent_classes_does_not_warn(cifar100):
+    """Classes really absent from a batch hold little posterior mass: no warning."""
+    proba, labels = cifar100
+    keep = np.isin(labels, np.arange(30))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = estimate_test_prior(proba[keep], np.full(100, 0.01), solver="squarem")
+    assert (result.prior[30:] < 1e-4).sum() > 35
+
+
+# -- the same test before adapting a stream --------------------------------------------
+
+
+def _stream_of(name):
+    proba, y = load_model_outputs(name)
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    model = StoredOutputs(proba).fit(rows[:5000], y[:5000])
+    return proba, y, rows, model
+
+
+@pytest.mark.parametrize("online", ["cumulative", "flh-ftl"])
+def test_stream_without_shift_is_left_alone_by_default(online):
+    """LeNet-5 / CIFAR-100, rows 5,000-9,999 streamed in 50 batches after a fit
+    on rows 0-4,999 (no shift): predict_proba_online returns the posteriors as
+    they are; adapting to the on-line estimate regardless costs accuracy."""
+    proba, y, rows, model = _stream_of("lenet-5-cifar-100")
+    wrapper = PriorAdaptedClassifier(model, online=online, solver="squarem")
+    wrapper.fit(rows[:5000], y[:5000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (degenerate per-batch estimates)
+        for batch in np.array_split(rows[5000:], 50):
+            wrapper.update_prior(batch)
+    assert not wrapper.online_shifted_
+    out = wrapper.predict_proba_online(rows[5000:])
+    np.testing.assert_allclose(out, proba[5000:], rtol=1e-10)
+    forced = wrapper.set_params(shift_level=None).reset_prior()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for batch in np.array_split(rows[5000:], 50):
+            forced.update_prior(batch)
+    assert forced.online_shifted_
+    wrecked = forced.predict_proba_online(rows[5000:])
+    accuracy = np.mean(wrecked.argmax(axis=1) == y[5000:])
+    assert accuracy < np.mean(proba[5000:].argmax(axis=1) == y[5000:]) - 0.005
+
+
+def test_shifted_stream_is_adapted_and_reset_forgets():
+    """A stream holding only half of the classes is found shifted within its
+    first batches and adapted to the on-line estimate from then on (as with
+    shift_level=None); reset_prior starts over."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    stream = rows[5000:][y[5000:] < 5]
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    batches = np.array_split(stream, 25)
+    wrapper.update_prior(batches[0])
+    always.update_prior(batches[0])
+    assert wrapper.online_shifted_
+    for batch in batches[1:]:
+        wrapper.update_prior(batch)
+        always.update_prior(batch)
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+    np.testing.assert_allclose(
+        wrapper.predict_proba_online(rows[:100]),
+        always.predict_proba_online(rows[:100]),
+    )
+    assert not wrapper.reset_prior().online_shifted_
+
+
+def _naive_stream_flags(
+    proba, reference, batches, level=0.01, stream_rows=50, segment_rows=100
+):
+    """Per update: is the stream found shifted, and since when (a loop).
+
+    The j-th test of every row so far (once there are ``stream_rows``), and
+    the s-th test of the latest segment (consecutive batches of at least
+    ``segment_rows`` rows, tested when it fills), each at
+    ``level * 3 / (pi^2 j^2)``; once one rejects, "recent" if the rows before
+    the segment are not found shifted at ``level``, else "stream".
+    """
+    flags, seen, segment, j, n_segments = [], [], [], 0, 0
+    for batch in batches:
+        seen += list(batch)
+        segment += list(batch)
+        rejected = False
+        if len(seen) >= stream_rows:
+            j += 1
+            pvalue = label_shift_test(proba[seen], reference).pvalue
+            rejected = pvalue <= level * 3 / (np.pi * j) ** 2
+        full = len(segment) >= segment_rows
+        if full:
+            n_segments += 1
+            pvalue = label_shift_test(proba[segment], reference).pvalue
+            rejected |= pvalue <= level * 3 / (np.pi * n_segments) ** 2
+        found = None
+        if rejected:
+            before = seen[: len(seen) - len(segment)]
+            calm = bool(before) and (
+                label_shift_test(proba[before], reference).pvalue > level
+            )
+            found = "recent" if calm else "stream"
+        if full:
+            segment = []
+        flags.append(found)
+        if found:
+            break
+    return flags
+
+
+@pytest.mark.parametrize(
+    ("n_calm", "calm_batches", "shifted_batches", "within"),
+    [
+        (2500, 50, 25, 150),  # 50-row batches, segments aligned with the shift
+        (2450, 49, 25, 150),  # the shift in the middle of a segment
+        (2500, 5, 3, 410),  # 500-row batches: each batch fills a segment
+    ],
+)
+def test_shift_after_a_calm_stretch_is_found_and_restarts(
+    n_calm, calm_batches, shifted_batches, within
+):
+    """Rows without shift, then the classes 0-4 only (WideResNet / CIFAR-10).
+    The mean of every row dilutes the change (alone, that test found it after
+    441 shifted rows of 49-row batches); the segment test finds it within a
+    segment or a batch, the rows before look calm, and the on-line estimate
+    restarts at the batch where it was found: it equals that of a stream
+    adapted from the start (shift_level=None) given only the batches from
+    there on, and is near the shifted rows' class frequencies."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    rng = np.random.default_rng(0)
+    calm = rng.permutation(np.arange(5000, 5000 + n_calm))
+    shifted = rng.permutation(np.flatnonzero(y[7500:] < 5) + 7500)
+    batches = np.array_split(calm, calm_batches) + np.array_split(
+        shifted, shifted_batches
+    )
+    expected = _naive_stream_flags(proba, proba[:5000], batches)
+    assert expected[-1] == "recent"
+    found_at = len(expected) - 1
+    assert found_at >= calm_batches  # (the calm stretch is left alone)
+    assert sum(len(b) for b in batches[calm_batches : found_at + 1]) <= within
+
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    for j, batch in enumerate(batches):
+        wrapper.update_prior(rows[batch])
+        assert wrapper.online_shifted_ == (j >= found_at)
+        if j >= found_at:
+            always.update_prior(rows[batch])
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+    assert wrapper.n_seen_ == always.n_seen_
+    truth = np.bincount(y[shifted], minlength=10) / shifted.size
+    assert np.abs(wrapper.online_prior_ - truth).sum() < 0.1
+
+
+@pytest.mark.parametrize("online", ["cumulative", "fth", "flh-ftl"])
+@pytest.mark.parametrize("method", ["mle", "bbse"])
+def test_stream_shifted_from_the_start_is_not_restarted(online, method):
+    """Shifted from the first row (classes 0-4 only, 10-row batches): the
+    first segment is the whole stream, nothing before it looks calm, so the
+    on-line estimate keeps every row, as with shift_level=None."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    shifted = np.flatnonzero(y[5000:] < 5)[:600] + 5000
+    batches = np.array_split(shifted, 60)
+    wrapper = PriorAdaptedClassifier(model, method=method, online=online)
+    always = PriorAdaptedClassifier(
+        model, method=method, online=online, shift_level=None
+    )
+    wrapper.fit(rows[:5000], y[:5000])
+    always.fit(rows[:5000], y[:5000])
+    for batch in batches:
+        wrapper.update_prior(rows[batch])
+        always.update_prior(rows[batch])
+    assert wrapper.online_shifted_
+    assert wrapper.n_seen_ == always.n_seen_ == shifted.size
+    np.testing.assert_allclose(wrapper.online_prior_, always.online_prior_)
+
+
+def _mild_shift_batches(y):
+    """40 batches of a mild shift (class 0 under-represented), which the test
+    of every row so far finds midway."""
+    rng = np.random.default_rng(0)
+    pool = np.flatnonzero(y[5000:] != 0) + 5000
+    extra = np.flatnonzero(y[5000:] == 0)[:100] + 5000
+    stream = rng.permutation(np.concatenate([pool[:2500], extra]))
+    return np.array_split(stream, 40)
+
+
+def test_stream_level_is_read_at_each_update():
+    """set_params(shift_level=...) in the middle of a stream takes effect."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    batches = _mild_shift_batches(y)
+    strict = PriorAdaptedClassifier(model, shift_level=1e-300).fit(
+        rows[:5000], y[:5000]
+    )
+    for batch in batches[:20]:
+        strict.update_prior(rows[batch])
+    assert not strict.online_shifted_
+    strict.set_params(shift_level=1.0)
+    strict.update_prior(rows[batches[20]])
+    assert strict.online_shifted_
+
+
+def test_stream_test_matches_a_naive_loop():
+    """The stream is found shifted when label_shift_test of every row so far
+    (once there are 50) against the fit posteriors has, at its j-th run, a
+    p-value at most shift_level * 3 / (pi^2 j^2), or that of the latest
+    segment of >= 100 rows (10 classes) at most shift_level * 3 / (pi^2 s^2)
+    at the s-th: levels that sum to shift_level (_naive_stream_flags)."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    batches = _mild_shift_batches(y)
+    expected = _naive_stream_flags(proba, proba[:5000], batches)
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    for found, batch in zip(expected, batches, strict=False):
+        wrapper.update_prior(rows[batch])
+        assert wrapper.online_shifted_ == (found is not None)
+    assert expected[-1] == "stream"  # found shifted midway, by every row so far
+    assert 1 < len(expected) < len(batches)
+
+
+class _QueuedPvalues:
+    """A no-shift reference whose test returns the next of given p-values."""
+
+    def __init__(self, pvalues):
+        self.pvalues = list(pvalues)
+        self.rows_tested = []
+
+    def test(self, mean, n_rows):
+        self.rows_tested.append(n_rows)
+        return 0.0, self.pvalues.pop(0), 1
+
+
+@pytest.mark.parametrize(
+    ("pvalues", "expected", "rows_tested"),
+    [
+        # level 0.5: the j-th tests at 0.152, 0.038, 0.0169, 0.0095
+        # the first segment is the whole stream: nothing before it to call calm
+        ([0.2, 0.05, 0.1], [None, "stream"], [1, 2, 2]),
+        ([0.2, 0.03, 0.5], [None, "stream"], [1, 2, 2]),
+        ([0.2, 0.05, 0.5, 0.02], [None, None, None], [1, 2, 2, 3]),
+        # the second segment rejects; the 2 rows before it calm / not calm
+        (
+            [0.2, 0.05, 0.5, 0.02, 0.01, 0.03, 0.9],
+            [None, None, None, "recent"],
+            [1, 2, 2, 3, 4, 2, 2],
+        ),
+        (
+            [0.2, 0.05, 0.5, 0.02, 0.01, 0.03, 0.4],
+            [None, None, None, "stream"],
+            [1, 2, 2, 3, 4, 2, 2],
+        ),
+    ],
+)
+def test_stream_monitor_levels(pvalues, expected, rows_tested):
+    """The j-th test of every row so far and the s-th test of a full segment
+    (here 2 rows, one row per batch) run at level * 3 / (pi^2 j^2): the levels
+    of both sequences sum to the level. A segment starts empty after its test;
+    once one rejects, the rows before the segment, tested at the level, say
+    whether the shift is recent."""
+    reference = _QueuedPvalues(pvalues)
+    monitor = StreamShiftMonitor(reference, 2, segment_rows=2, stream_rows=1)
+    found = [monitor.update(np.array([0.5, 0.5]), 1, 0.5) for _ in expected]
+    assert found == expected
+    assert not reference.pvalues  # every given p-value was used
+    assert reference.rows_tested == rows_tested
+
+
+def test_stream_monitor_waits_for_its_floor():
+    """No test of the stream before it holds stream_rows rows."""
+    reference = _QueuedPvalues([0.1])
+    monitor = StreamShiftMonitor(reference, 2, segment_rows=10, stream_rows=3)
+    found = [monitor.update(np.array([0.5, 0.5]), 1, 0.5) for _ in range(3)]
+    assert found == [None, None, "stream"]
+    assert reference.rows_tested == [3]
