@@ -6,7 +6,11 @@ compared with one ``x.sum()`` over the same tensor on the same device (one
 read of the data: the memory-bandwidth limit) and with the NumPy path on the
 CPU (the same data as a NumPy array). The functions run as a user calls
 them (default settings); each time is the best of ``--repeat`` runs after a
-warm-up, with ``torch.cuda.synchronize()`` around it on a GPU.
+warm-up, with ``torch.cuda.synchronize()`` around it on a GPU. On a GPU the
+number of host synchronisations of one call is counted too (PyTorch's sync
+debug mode warns at each operation that waits for the device: a transfer of a
+result to the host, a data-dependent shape); every one is a stall of the
+device's queue.
 
     PYTHONPATH=$PWD python benchmarks/bench_gpu.py --rows 1000000 --classes 1000
 
@@ -24,10 +28,16 @@ import numpy as np
 from skprior import (
     adjust_to_prior,
     alternating_normalization,
+    bbse_test_prior,
+    estimate_source_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
     fit_temperature,
+    fit_vector_scaling,
+    joint_confusion_matrix,
+    label_shift_test,
     softmax_temperature,
+    softmax_vector_scaling,
     topk_entropy,
 )
 from skprior.metrics import expected_calibration_error
@@ -43,6 +53,22 @@ def _best_time(function, repeat, synchronize):
         synchronize()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _count_syncs(function):
+    """Host synchronisations in one call of ``function`` (CUDA only)."""
+    import warnings
+
+    import torch
+
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            function()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def workloads(logits, proba, labels, n_classes):
@@ -71,7 +97,28 @@ def workloads(logits, proba, labels, n_classes):
         "expected_calibration_error": lambda z, p, y: expected_calibration_error(
             y, p, labels=range(n_classes)
         ),
+        "fit_vector_scaling": lambda z, p, y: fit_vector_scaling(z, y),
+        "softmax_vector_scaling": lambda z, p, y: softmax_vector_scaling(
+            z, 1.0 + 0.0 * z[0], 0.0 * z[0]
+        ),
+        "estimate_source_prior": lambda z, p, y: estimate_source_prior(
+            p, source="mean_posterior"
+        ),
+        "joint_confusion_matrix": lambda z, p, y: joint_confusion_matrix(p, y),
+        "bbse_test_prior": lambda z, p, y: bbse_test_prior(p, _confusion(p, y)),
+        "label_shift_test": lambda z, p, y: label_shift_test(p, train),
     }
+
+
+_CONFUSION = {}
+
+
+def _confusion(proba, labels):
+    """One confusion matrix per backend, computed once (BBSE's input)."""
+    key = type(proba).__module__
+    if key not in _CONFUSION:
+        _CONFUSION[key] = joint_confusion_matrix(proba, labels)
+    return _CONFUSION[key]
 
 
 def main(argv=None):
@@ -122,6 +169,10 @@ def main(argv=None):
                 lambda f=function: f(logits, proba, labels), args.repeat, synchronize
             )
             row = {"s": seconds, "x_sum": seconds / bandwidth}
+            if on_gpu:
+                row["host_syncs"] = _count_syncs(
+                    lambda f=function: f(logits, proba, labels)
+                )
             if host is not None:
                 numpy_s = _best_time(
                     lambda f=function: f(*host), max(1, args.repeat - 2), lambda: None
@@ -129,8 +180,9 @@ def main(argv=None):
                 row["numpy_s"] = numpy_s
                 row["speedup_vs_numpy"] = numpy_s / seconds
             results["functions"][label] = row
+            syncs = f"  {row['host_syncs']:4d} syncs" if on_gpu else ""
             print(
-                f"  {label:38} {seconds:9.4f} s  {row['x_sum']:7.1f} x sum"
+                f"  {label:38} {seconds:9.4f} s  {row['x_sum']:7.1f} x sum{syncs}"
                 + (
                     f"  NumPy {row['numpy_s']:8.4f} s ({row['speedup_vs_numpy']:.1f}x)"
                     if host is not None
