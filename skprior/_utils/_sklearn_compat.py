@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import (
     Hidden,
     Interval,
     StrOptions,
+    validate_parameter_constraints,
     validate_params,
 )
 from sklearn.utils.validation import _num_samples
@@ -22,5 +23,6 @@ __all__ = [
     "_fit_context",
     "_num_samples",
     "numpy_xp",
+    "validate_parameter_constraints",
     "validate_params",
 ]
