@@ -378,7 +378,8 @@ _WRAPPER_SCRIPT = textwrap.dedent(
 def test_wrappers_keep_the_namespace():
     """With array_api_dispatch=True and an inner model that returns torch
     tensors, each wrapper's predict_proba (and predict_log_proba, predict) is
-    a torch tensor equal to the NumPy one (in a subprocess: SciPy reads SCIPY_ARRAY_API at import)."""
+    a torch tensor equal to the NumPy one (in a subprocess: SciPy reads
+    SCIPY_ARRAY_API at import)."""
     pytest.importorskip("torch")
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
     done = subprocess.run(

@@ -170,9 +170,9 @@ def _backends():
     return out
 
 
-def _message(call):
+def _message(check, *args, **kwargs):
     with pytest.raises((ValueError, TypeError)) as info:
-        call()
+        check(*args, **kwargs)
     return str(info.value)
 
 
@@ -188,9 +188,9 @@ def _bad_proba():
 def test_bad_probabilities_give_numpys_message_in_every_namespace(bad):
     """The same error, word for word, from a NumPy array and a device array."""
     proba = _bad_proba()[bad]
-    expected = _message(lambda: check_proba(proba))
+    expected = _message(check_proba, proba)
     for to_backend in _backends():
-        assert _message(lambda: check_proba(to_backend(proba))) == expected
+        assert _message(check_proba, to_backend(proba)) == expected
 
 
 def test_probabilities_stay_in_their_namespace():
@@ -213,9 +213,9 @@ def _bad_logits():
 @pytest.mark.parametrize("bad", range(5))
 def test_bad_logits_give_numpys_message_in_every_namespace(bad):
     logits = _bad_logits()[bad]
-    expected = _message(lambda: check_logits(logits))
+    expected = _message(check_logits, logits)
     for to_backend in _backends():
-        assert _message(lambda: check_logits(to_backend(logits))) == expected
+        assert _message(check_logits, to_backend(logits)) == expected
 
 
 def test_logits_binary_score_and_probability_warning_in_every_namespace():
@@ -235,10 +235,9 @@ def test_logits_binary_score_and_probability_warning_in_every_namespace():
 )
 def test_bad_class_indices_give_numpys_message_in_every_namespace(y):
     y = np.asarray(y)
-    expected = _message(lambda: check_class_indices(y, 4, 3))
+    expected = _message(check_class_indices, y, 4, 3)
     for to_backend in _backends():
-        like = to_backend(P)
-        got = _message(lambda: check_class_indices(to_backend(y), 4, 3, like=like))
+        got = _message(check_class_indices, to_backend(y), 4, 3, like=to_backend(P))
         assert got == expected
 
 
@@ -247,12 +246,11 @@ def test_bad_class_indices_give_numpys_message_in_every_namespace(y):
 )
 def test_bad_sample_weights_give_numpys_message_in_every_namespace(weights):
     weights = np.asarray(weights)
-    expected = _message(lambda: check_sample_weight(weights, 4))
+    expected = _message(check_sample_weight, weights, 4)
     for to_backend in _backends():
         like = to_backend(P)
         for given in (weights, to_backend(weights)):  # host or device weights
-            got = _message(lambda g=given: check_sample_weight(g, 4, like=like))
-            assert got == expected
+            assert _message(check_sample_weight, given, 4, like=like) == expected
 
 
 def test_labels_and_weights_come_in_the_namespace_of_the_data():
