@@ -103,9 +103,7 @@ def as_numeric(value, name, shape_text):
         return arr
     if arr.dtype.kind == "c":
         raise _complex_error(name)
-    if arr.dtype.kind in "biuf":
-        return arr.astype(np.float64)
-    try:
+    try:  # (every other real dtype converts; strings and objects may not)
         return arr.astype(np.float64)
     except (ValueError, TypeError) as exc:
         what = "strings" if arr.dtype.kind in "US" else f"{arr.dtype} values"
