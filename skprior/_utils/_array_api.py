@@ -16,6 +16,8 @@ Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
 passes such an array: skprior works without them.
 """
 
+import functools
+
 import numpy as np
 
 from skprior._utils._kernels import BLOCK_ELEMENTS, row_blocks
@@ -36,6 +38,7 @@ def _is_foreign(array):
     return module in _FOREIGN_MODULES or hasattr(array, "__array_namespace__")
 
 
+@functools.cache  # (every NumPy check asks: a failed import is not cached)
 def numpy_namespace():
     """array-api-compat's NumPy namespace (the installed one, else scikit-learn's)."""
     try:
