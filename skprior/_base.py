@@ -33,7 +33,7 @@ from skprior._multilabel import (
     predict_labels,
     predict_proba_labels,
 )
-from skprior._utils._array_api import namespace_of, to_host
+from skprior._utils._array_api import get_namespace, namespace_of, to_host
 from skprior._utils._constraints import CONSTRAINTS
 from skprior._utils._sklearn_compat import _fit_context, _num_samples
 from skprior._utils._validation import (
@@ -46,7 +46,6 @@ from skprior._utils._validation_labels import (
     encode_labels,
     label_frequencies,
 )
-from skprior._utils._validation_xp import check_proba_xp
 
 
 def _check_fit_X(X, n_labels):
@@ -220,10 +219,7 @@ class BasePriorClassifier(
             del self.label_estimators_
 
         y_model = y  # (the inner model gets the labels in their namespace)
-        xp = namespace_of(y)
-        if xp is not None:
-            # (labels, one per row: encoded on the host, where classes_ is)
-            y = to_host(xp, y)[0]
+        # (labels, one per row: encoded on the host, where classes_ is)
         y = as_labels(y, "y")
         _check_fit_X(X, len(y))
         try:
@@ -237,7 +233,7 @@ class BasePriorClassifier(
             # (a copy: fitted attributes never alias the caller's array)
             sample_weight = check_sample_weight(sample_weight, len(y))
 
-        if xp is None:
+        if namespace_of(y_model) is None:
             y_model = y
         self.estimator_ = self._fit_estimator(X, y_model, sample_weight, fit_params)
         classes = self.estimator_.classes_
@@ -296,11 +292,8 @@ class BasePriorClassifier(
             )
         proba = self._call_inner("predict_proba", X)
         name = f"{type(self.estimator_).__name__}.predict_proba(X)"
-        xp = namespace_of(proba)  # (array API dispatch: stays on its device)
-        if xp is None:
-            proba = check_proba(proba, name=name, min_classes=1)
-        else:
-            proba = check_proba_xp(xp, proba, name=name, min_classes=1)
+        # (with array API dispatch, checked on its device and left there)
+        proba = check_proba(proba, name=name, min_classes=1)
         if proba.shape[1] != len(self.classes_):
             raise ValueError(
                 f"{name} has {proba.shape[1]} columns but the model has "
@@ -372,7 +365,8 @@ class BasePriorClassifier(
         with np.errstate(divide="ignore"):
             if isinstance(proba, list):
                 return [np.log(p) for p in proba]
-            return np.log(proba)
+            xp, _ = get_namespace(proba)  # (a tensor stays on its device)
+            return xp.log(proba)
 
     def predict(self, X):
         """The class with the highest post-processed probability.
@@ -391,7 +385,12 @@ class BasePriorClassifier(
         check_is_fitted(self)
         if self._is_multilabel():
             return predict_labels(self, X)
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        xp, _ = get_namespace(proba)
+        best = xp.argmax(proba, axis=1)
+        if namespace_of(self.classes_) is None:  # (host classes: host indices)
+            return self.classes_[to_host(xp, best)[0]]
+        return xp.take(self.classes_, best)  # (array API dispatch: on the device)
 
     # -- scikit-learn protocol ---------------------------------------------------------
 

@@ -362,9 +362,14 @@ _WRAPPER_SCRIPT = textwrap.dedent(
         with sklearn.config_context(array_api_dispatch=True):
             wrapper = make(LinearDiscriminantAnalysis()).fit(X_t, y_t)
             out = wrapper.predict_proba(X_t)
+            log_out, predicted = wrapper.predict_log_proba(X_t), wrapper.predict(X_t)
         assert isinstance(out, torch.Tensor), (type(wrapper), type(out))
-        expected = make(LinearDiscriminantAnalysis()).fit(X, y).predict_proba(X)
+        assert isinstance(log_out, torch.Tensor) and isinstance(predicted, torch.Tensor)
+        fitted = make(LinearDiscriminantAnalysis()).fit(X, y)
+        expected = fitted.predict_proba(X)
         assert np.abs(out.numpy() - expected).max() < 1e-8, type(wrapper)
+        assert np.abs(log_out.numpy() - fitted.predict_log_proba(X)).max() < 1e-8
+        assert (predicted.numpy() == fitted.predict(X)).all(), type(wrapper)
     print("ok")
     """
 )
@@ -372,8 +377,9 @@ _WRAPPER_SCRIPT = textwrap.dedent(
 
 def test_wrappers_keep_the_namespace():
     """With array_api_dispatch=True and an inner model that returns torch
-    tensors, each wrapper's predict_proba is a torch tensor equal to the
-    NumPy one (in a subprocess: SciPy reads SCIPY_ARRAY_API at import)."""
+    tensors, each wrapper's predict_proba (and predict_log_proba, predict) is
+    a torch tensor equal to the NumPy one (in a subprocess: SciPy reads
+    SCIPY_ARRAY_API at import)."""
     pytest.importorskip("torch")
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
     done = subprocess.run(

@@ -16,6 +16,8 @@ Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
 passes such an array: skprior works without them.
 """
 
+import functools
+
 import numpy as np
 
 from skprior._utils._kernels import BLOCK_ELEMENTS, row_blocks
@@ -36,6 +38,7 @@ def _is_foreign(array):
     return module in _FOREIGN_MODULES or hasattr(array, "__array_namespace__")
 
 
+@functools.cache  # (every NumPy check asks: a failed import is not cached)
 def numpy_namespace():
     """array-api-compat's NumPy namespace (the installed one, else scikit-learn's)."""
     try:
@@ -114,7 +117,9 @@ def is_dask(xp):
 
 
 def device_of(array):
-    """The device of ``array`` (``"cpu"`` for Dask)."""
+    """The device of ``array`` (``"cpu"`` for NumPy and Dask)."""
+    if isinstance(array, (np.ndarray, np.generic)):
+        return "cpu"  # (without array-api-compat, which NumPy does not need)
     import array_api_compat
 
     return array_api_compat.device(array)
@@ -133,11 +138,6 @@ def work_dtype(xp, device):
     return xp.float64 if "float64" in dtypes else xp.float32
 
 
-def float_dtype_of(xp, array):
-    """The floating dtype of ``array`` (float32 stays, anything else float64)."""
-    return xp.float32 if array.dtype == xp.float32 else xp.float64
-
-
 def to_host(xp, *arrays):
     """NumPy copies of small arrays (K-vectors, scalars): one transfer each.
 
@@ -149,14 +149,15 @@ def to_host(xp, *arrays):
 
         arrays = dask.compute(*arrays)
         return tuple(np.asarray(array) for array in arrays)
-    import array_api_compat
-
     out = []
     for array in arrays:
-        if array_api_compat.is_torch_array(array):
-            array = array.detach().cpu().numpy()
-        elif array_api_compat.is_cupy_array(array):  # pragma: no cover - no GPU
-            array = array.get()
+        if not isinstance(array, (np.ndarray, np.generic)):
+            import array_api_compat  # (not needed for NumPy's own arrays)
+
+            if array_api_compat.is_torch_array(array):
+                array = array.detach().cpu().numpy()
+            elif array_api_compat.is_cupy_array(array):  # pragma: no cover
+                array = array.get()
         out.append(np.asarray(array))
     return tuple(out)
 
@@ -213,17 +214,22 @@ def blocks(xp, n_rows, n_columns):
     ]
 
 
-def sum_blocks(xp, n_rows, n_columns, function):
+def block_totals(xp, n_rows, n_columns, function):
     """Sum ``function(block)`` (a tuple of arrays) over the row blocks.
 
-    On the device; the sums come back to the host in one transfer (one Dask
-    compute).
+    The sums stay on the device (lazy for Dask), for a caller that reduces
+    more of them in the same pass.
     """
     totals = None
     for block in blocks(xp, n_rows, n_columns):
         parts = function(block)
         totals = parts if totals is None else tuple(map(_add, totals, parts))
-    return to_host(xp, *totals)
+    return totals
+
+
+def sum_blocks(xp, n_rows, n_columns, function):
+    """:func:`block_totals` brought to the host in one transfer (one Dask compute)."""
+    return to_host(xp, *block_totals(xp, n_rows, n_columns, function))
 
 
 def _add(a, b):
@@ -262,11 +268,6 @@ def entr(xp, x):
     """``-x log x`` with ``entr(0) = 0``, as :func:`scipy.special.entr`."""
     positive = x > 0
     return xp.where(positive, -x * xp.log(xp.where(positive, x, 1.0)), 0.0)
-
-
-def logsumexp_rows(xp, x):
-    """``log sum_k exp(x_ik)`` of each row (``-inf`` for an all ``-inf`` row)."""
-    return logsumexp(xp, x, axis=1)
 
 
 def safe_log(xp, x):

@@ -1,174 +1,45 @@
-"""Every input check of skprior, and the parameter constraints.
+"""The input checks of skprior: one checker per kind of input, for every library.
 
-The public functions and the estimators validate the same parameters with the
-same constraint objects (``CONSTRAINTS``, read by scikit-learn's
-``validate_params`` and ``_parameter_constraints``), and each kind of input has
-one checker: probabilities, logits, a prior, sample weights, labels. Each turns
-bad input into an error that says what is wrong and how to fix it, and none
-modifies the caller's array.
+Each kind of input has one checker -- probabilities, logits, a prior, a
+confusion matrix here; class indices and sample weights in
+:mod:`skprior._utils._validation_labels` -- that takes NumPy arrays and
+array-likes, and arrays of any array API library. Each turns bad input into an
+error that says what is wrong and how to fix it, the same error in every
+namespace, and none modifies the caller's array.
+
+An array of another library is checked where it lives: a few reductions,
+brought to the host together (one transfer; one ``dask.compute`` for Dask, or
+none at all with ``lazy=True``, where each block is checked when computed).
+Only when a check fails do row-sized vectors cross to the host, for the
+message that names the first bad row. A prior or a confusion matrix
+(``K`` entries) is read on the host, where the solvers use it.
 """
 
-import os
-import sys
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
-from scipy import sparse
-from sklearn.exceptions import DataConversionWarning
 
+from skprior._utils._array_api import (
+    device_of,
+    get_namespace,
+    is_dask,
+    to_host,
+    work_dtype,
+)
 from skprior._utils._kernels import row_maxima
 from skprior._utils._kernels import row_sums as row_sums_of
 from skprior._utils._options import AUTO_K
 
-# -- parameter constraints (scikit-learn's validation system) --------------------------
-
-
-# -- warnings that point at the caller -----------------------------------------------
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-# Frames of these scikit-learn wrappers sit between skprior and its caller.
-_WRAPPER_FILES = ("_param_validation.py", os.path.join("sklearn", "base.py"))
-
-
-def warn_user(message, category=UserWarning):
-    """Warn with the caller's line: the first frame outside skprior.
-
-    A fixed ``stacklevel`` points inside the package as soon as a call goes
-    through another of its functions, an estimator or scikit-learn's
-    parameter validation.
-    """
-    # (stacklevel=1 is this function, 2 its caller: sys._getframe(1))
-    frame, level = sys._getframe(1), 2
-    while frame is not None and (
-        frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-        or frame.f_code.co_filename.endswith(_WRAPPER_FILES)
-    ):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
-
-
-# -- conversion to arrays ----------------------------------------------------------
-
-
-def _first(arr):
-    """The first entry of ``arr`` (for messages)."""
-    return arr.reshape(-1)[0] if arr.size else None
-
-
-def as_numeric(value, name, shape_text):
-    """``value`` as a real float32 or float64 ndarray (shape not checked).
-
-    numpy's and scikit-learn's conversion errors do not name the argument
-    ("inhomogeneous shape", "could not convert string to float"); this one
-    turns each kind of unconvertible input into a message that names it and
-    says what to pass instead. float32 stays float32; every other real dtype
-    becomes float64. An ndarray that needs no conversion is returned as it is.
-    """
-    if sparse.issparse(value):
-        raise TypeError(
-            f"{name} is a sparse matrix, which is not supported here. Pass a "
-            f"dense array: {name}.toarray()."
-        )
-    if isinstance(value, (str, bytes)):
-        fix = (
-            "For class-balanced weights, pass sklearn.utils.class_weight."
-            "compute_sample_weight('balanced', y)."
-            if "weight" in name
-            else "If it names a file, load it first (np.load, np.loadtxt or "
-            "pandas.read_csv)."
-        )
-        raise TypeError(
-            f"{name} must be an array of shape {shape_text}, got the string "
-            f"{value!r}. {fix}"
-        )
-    if value is None:
-        raise TypeError(f"{name} must be an array of shape {shape_text}, got None.")
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
-            raise ValueError(
-                f"{name} must be a rectangular array of shape {shape_text}, got "
-                f"a ragged nested list (rows of different lengths). Give every "
-                f"row the same number of entries."
-            ) from exc
-        raise TypeError(
-            f"{name} could not be read as an array of shape {shape_text} ({exc})."
-        ) from exc
-    if arr.dtype in (np.float64, np.float32):
-        return arr
-    if arr.dtype.kind == "c":
-        raise ValueError(
-            f"{name} holds complex numbers; it must be real. If the imaginary "
-            f"parts are 0, pass {name}.real."
-        )
-    if arr.dtype.kind in "biuf":
-        return arr.astype(np.float64)
-    try:
-        return arr.astype(np.float64)
-    except (ValueError, TypeError) as exc:
-        what = "strings" if arr.dtype.kind in "US" else f"{arr.dtype} values"
-        raise ValueError(
-            f"{name} must hold numbers, got {what} such as {_first(arr)!r}. "
-            f"Convert it to a float array first."
-        ) from exc
-
-
-def as_labels(value, name, shape_text="(n_samples,)"):
-    """``value`` as a 1-D ndarray of labels, with NaN and inf refused.
-
-    Labels may be numbers or strings (not converted).
-    """
-    if sparse.issparse(value):
-        raise TypeError(
-            f"{name} is a sparse matrix; labels must be a 1-D array. Pass "
-            f"{name}.toarray().ravel()."
-        )
-    if value is None or isinstance(value, (str, bytes)):
-        raise TypeError(
-            f"{name} must be a 1-D array of labels of shape {shape_text}, got "
-            f"{value!r}."
-        )
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(
-            f"{name} must be a 1-D array of labels of shape {shape_text}, got a "
-            f"ragged nested list. Give one label per sample."
-        ) from exc
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        warn_user(
-            f"A column-vector {name} was passed when a 1d array was expected "
-            f"(as scikit-learn words it); it is read as one label per row. Pass "
-            f"{name}.ravel() to silence this warning.",
-            DataConversionWarning,
-        )
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(
-            f"{name} must be a 1-D array of labels of shape {shape_text}, got an "
-            f"array of shape {arr.shape}. For one-hot labels pass "
-            f"{name}.argmax(axis=1)."
-        )
-    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ValueError(
-            f"{name} contains NaN or infinite values (first at position {bad}); "
-            f"every sample needs a class label. Drop the unlabelled samples."
-        )
-    return arr
-
-
-def check_length(arr, n_samples, name, other, what="entry"):
-    """Raise unless ``arr`` has one ``what`` per row of ``other``."""
-    if len(arr) != n_samples:
-        plural = "entries" if what == "entry" else f"{what}s"
-        raise ValueError(
-            f"{name} has {len(arr)} {plural} but {other} has {n_samples} rows; "
-            f"give one {what} per row."
-        )
-
+# (the conversions are imported from here too, with the checkers)
+from skprior._utils._validation_arrays import (  # noqa: F401
+    as_float,
+    as_labels,
+    as_numeric,
+    check_length,
+    checked_lazily,
+    on_host,
+    warn_user,
+)
 
 # -- probabilities -------------------------------------------------------------------
 
@@ -186,12 +57,16 @@ def _row_sum_tolerance(dtype, n_classes):
     return max(1e-6, min(64 * eps * n_classes, 1e-2))
 
 
-def _precision_dtype(proba, arr):
+def _precision_dtype(proba, arr, xp=None):
     """The dtype whose rounding the row sums carry: the caller's, if coarser.
 
     float16 input is converted to float64 for the computation, but its rows
     sum to one only to float16 precision.
     """
+    if xp is not None:  # (another library's dtypes: only float16 is coarser)
+        if proba.dtype == getattr(xp, "float16", None):
+            return np.dtype(np.float16)
+        return np.dtype(np.float32 if arr.dtype == xp.float32 else np.float64)
     try:
         dtype = np.dtype(getattr(proba, "dtype", None))
     except TypeError:  # another library's dtype (torch.float32): not float16
@@ -204,8 +79,34 @@ def _precision_dtype(proba, arr):
     return arr.dtype
 
 
+def _check_proba_shape(shape, name, min_classes):
+    """Refuse anything but a 2-D shape with a row and ``min_classes`` columns."""
+    shape = tuple(shape)
+    if len(shape) == 1:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes), got a 1-D array "
+            f"of shape {shape}. For a binary problem given as P(class 1), pass "
+            f"np.column_stack([1 - p, p]); for a single sample, pass p[None, :]."
+        )
+    if len(shape) != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes), got an array of "
+            f"shape {shape}. Stack the batches into one 2-D array "
+            f"(np.concatenate), or reshape it."
+        )
+    if shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty (shape {shape}): pass at least one row of probabilities."
+        )
+    if shape[1] < min_classes:
+        raise ValueError(
+            f"{name} must have at least {min_classes} columns (one per class), "
+            f"got {shape[1]}."
+        )
+
+
 def _as_proba_array(proba, name, min_classes):
-    """``proba`` as a 2-D float array with enough columns (values not checked)."""
+    """``proba`` as a 2-D float ndarray with enough columns (values not checked)."""
     if (
         type(proba) is np.ndarray
         and proba.ndim == 2
@@ -215,28 +116,7 @@ def _as_proba_array(proba, name, min_classes):
     ):
         return proba  # nothing to convert or refuse (the hot path of CAN)
     arr = as_numeric(proba, name, "(n_samples, n_classes)")
-    if arr.ndim == 1:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes), got a 1-D array "
-            f"of shape {arr.shape}. For a binary problem given as P(class 1), pass "
-            f"np.column_stack([1 - p, p]); for a single sample, pass p[None, :]."
-        )
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (n_samples, n_classes), got an array of "
-            f"shape {arr.shape}. Stack the batches into one 2-D array "
-            f"(np.concatenate), or reshape it."
-        )
-    if arr.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty (shape {arr.shape}): pass at least one row of "
-            f"probabilities."
-        )
-    if arr.shape[1] < min_classes:
-        raise ValueError(
-            f"{name} must have at least {min_classes} columns (one per class), "
-            f"got {arr.shape[1]}."
-        )
+    _check_proba_shape(arr.shape, name, min_classes)
     return arr
 
 
@@ -245,10 +125,13 @@ def _as_proba_array(proba, name, min_classes):
 _LOGITS_FIX = "apply scipy.special.softmax(scores, axis=1)"
 
 
-def _check_row_sums(row_sums, arr, name, precision=None, logits_fix=_LOGITS_FIX):
-    """Raise if a row sum is not finite or not 1.
+def _check_rows(row_sums, negative, n_classes, name, precision, logits_fix):
+    """Raise the error of the first rule that the rows break, if any (host vectors).
 
-    Within the tolerance of ``precision``, by default ``arr.dtype``.
+    ``row_sums`` and ``negative`` (whether each row has a negative entry,
+    or None where none has) hold one value per row. The rules, in order:
+    finite, non-negative, summing to one within the tolerance of
+    ``precision``.
     """
     if not np.all(np.isfinite(row_sums)):
         bad = int(np.flatnonzero(~np.isfinite(row_sums))[0])
@@ -256,9 +139,13 @@ def _check_row_sums(row_sums, arr, name, precision=None, logits_fix=_LOGITS_FIX)
             f"{name} contains NaN or infinite values (first in row {bad}). "
             f"Probabilities must be finite; check the model's outputs."
         )
-    tol = _row_sum_tolerance(
-        arr.dtype if precision is None else precision, arr.shape[1]
-    )
+    if negative is not None and np.any(negative):
+        raise ValueError(
+            f"{name} contains negative values (first in row "
+            f"{int(np.flatnonzero(negative)[0])}), so it is not a matrix of "
+            f"probabilities. If these are logits or decision scores, {logits_fix}."
+        )
+    tol = _row_sum_tolerance(precision, n_classes)
     off = np.abs(row_sums - 1)
     if off.max() > tol:
         bad = int(np.argmax(off))
@@ -269,35 +156,34 @@ def _check_row_sums(row_sums, arr, name, precision=None, logits_fix=_LOGITS_FIX)
         )
 
 
-def _raise_if_negative(arr, name, logits_fix=_LOGITS_FIX):
-    if arr.min() < 0:
-        bad = int(np.flatnonzero((arr < 0).any(axis=1))[0])
-        raise ValueError(
-            f"{name} contains negative values (first in row {bad}), so it is not "
-            f"a matrix of probabilities. If these are logits or decision scores, "
-            f"{logits_fix}."
-        )
-
-
-def check_proba(proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX):
+def check_proba(
+    proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX, lazy=False
+):
     """Validate a matrix of class probabilities, one row per sample.
 
     Parameters
     ----------
     proba : array-like of shape (n_samples, n_classes)
-        Probabilities; float32 stays float32, anything else becomes float64.
+        Probabilities, a NumPy array or array-like, or an array of another
+        array API library (checked on its device); float32 stays float32,
+        anything else becomes float64.
     name : str, default="proba"
         Name used in error messages.
     min_classes : int, default=2
         Smallest allowed number of columns.
     logits_fix : str, default="apply scipy.special.softmax(scores, axis=1)"
         What the error messages advise for logits given as probabilities.
+    lazy : bool, default=False
+        For a Dask array: check each block when it is computed (for a map,
+        which then needs no pass of its own) instead of now (one
+        ``dask.compute``). Other arrays are checked now.
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes)
-        The validated array (the caller's array itself when no conversion was
-        needed: callers must not write into it).
+    proba : array of shape (n_samples, n_classes)
+        The validated array, in the namespace and on the device of the input
+        (the caller's array itself when no conversion was needed: callers
+        must not write into it).
 
     Raises
     ------
@@ -305,17 +191,34 @@ def check_proba(proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX):
         If the array is not 2-D, has too few columns, holds NaN, infinite or
         negative values, or rows that do not sum to one.
     """
-    arr = _as_proba_array(proba, name, min_classes)
-    # NaN and inf make the row sum non-finite: one pass finds them too.
-    row_sums = row_sums_of(arr)
-    if np.all(np.isfinite(row_sums)):
-        _raise_if_negative(arr, name, logits_fix)
-    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr), logits_fix)
+    xp, is_numpy = get_namespace(proba)
+    if is_numpy:
+        arr = _as_proba_array(proba, name, min_classes)
+        precision = _precision_dtype(proba, arr)
+        row_sums = row_sums_of(arr)
+    else:
+        _check_proba_shape(proba.shape, name, min_classes)
+        arr = as_float(xp, proba, name)
+        precision = _precision_dtype(proba, arr, xp)
+        if lazy and is_dask(xp):
+            return checked_lazily(arr, check_proba, name)
+        row_sums = xp.sum(arr, axis=1)
+    # NaN and inf make the row sum non-finite: the reductions find them too.
+    finite, smallest, off = to_host(
+        xp, xp.all(xp.isfinite(row_sums)), xp.min(arr), xp.max(xp.abs(row_sums - 1))
+    )
+    if not (
+        finite and smallest >= 0 and off <= _row_sum_tolerance(precision, arr.shape[1])
+    ):
+        negative = xp.any(arr < 0, axis=1)
+        _check_rows(
+            *to_host(xp, row_sums, negative), arr.shape[1], name, precision, logits_fix
+        )
     return arr
 
 
 def check_proba_with_row_max(proba, *, name="proba"):
-    """:func:`check_proba` that also returns each row's maximum and sum.
+    """:func:`check_proba` of a NumPy array that also returns row maxima and sums.
 
     Two passes over the array instead of three: seen as unsigned integers of
     the same width, non-negative floats order as their values do, ``+inf`` and
@@ -343,7 +246,9 @@ def check_proba_with_row_max(proba, *, name="proba"):
         arr = arr + 0.0  # -0.0 + 0.0 is +0.0
         row_max = row_maxima(arr.view(unsigned))
     row_sums = row_sums_of(arr)
-    _check_row_sums(row_sums, arr, name, _precision_dtype(proba, arr))
+    _check_rows(
+        row_sums, None, arr.shape[1], name, _precision_dtype(proba, arr), _LOGITS_FIX
+    )
     return arr, row_max.view(arr.dtype), row_sums
 
 
@@ -494,28 +399,58 @@ def check_confusion(confusion, n_classes, *, name="confusion"):
 # -- logits --------------------------------------------------------------------------
 
 
-def check_logits(logits, name="logits", as_float64=True):
+def check_logits(
+    logits, name="logits", as_float64=True, *, warn_probabilities=False, lazy=False
+):
     """Validate logits; a 1-D binary score ``s`` becomes the rows ``(0, s)``.
 
-    Returns a float64 array (a new one) and the caller's dtype. ``-inf`` is
-    allowed (the log of an exact zero probability); NaN, ``+inf`` and rows
-    with no finite entry are not. ``as_float64=False`` returns the validated
-    float32 or float64 array without a copy, for a caller that converts it
-    block by block and never writes to it.
+    ``-inf`` is allowed (the log of an exact zero probability); NaN, ``+inf``
+    and rows with no finite entry are not. Logits of another array API
+    library are checked on their device and stay there.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n_samples, n_classes) or (n_samples,)
+        The logits, of any namespace.
+    name : str, default="logits"
+        Name used in error messages.
+    as_float64 : bool, default=True
+        Return a float64 copy (the working float dtype on a device without
+        float64); ``False`` returns the validated float32 or float64 array
+        without a copy, for a caller that converts it block by block and never
+        writes to it.
+    warn_probabilities : bool, default=False
+        Warn when the logits look like probabilities
+        (:func:`warn_if_probabilities`), computed in the same pass.
+    lazy : bool, default=False
+        For a Dask array: check each block when it is computed, instead of
+        now (see :func:`check_proba`).
+
+    Returns
+    -------
+    logits : array of shape (n_samples, n_classes)
+        The validated logits, in the namespace of the input.
+    dtype : dtype
+        The float dtype of the input (after conversion of non-float numbers).
     """
-    arr = as_numeric(logits, name, "(n_samples, n_classes)")
+    xp, is_numpy = get_namespace(logits)
+    if is_numpy:
+        arr = as_numeric(logits, name, "(n_samples, n_classes)")
+    else:
+        arr = as_float(xp, logits, name)
     if arr.ndim not in (1, 2):
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes) (or 1-D for the "
             f"score of the positive class of a binary problem), got an array of "
-            f"shape {arr.shape}."
+            f"shape {tuple(arr.shape)}."
         )
     if arr.shape[0] == 0:
         raise ValueError(
-            f"{name} is empty (shape {arr.shape}): pass at least one row of logits."
+            f"{name} is empty (shape {tuple(arr.shape)}): pass at least one row "
+            f"of logits."
         )
     if arr.ndim == 1:
-        arr = np.stack([np.zeros_like(arr), arr], axis=1)
+        arr = xp.stack([xp.zeros_like(arr), arr], axis=1)
     dtype = arr.dtype
     if arr.shape[1] < 2:
         raise ValueError(
@@ -523,28 +458,57 @@ def check_logits(logits, name="logits", as_float64=True):
             f"{arr.shape[1]}. For a binary problem pass the 1-D score of the "
             f"positive class."
         )
-    if np.isnan(arr).any() or np.isposinf(arr).any():
-        bad = int(np.flatnonzero((np.isnan(arr) | np.isposinf(arr)).any(axis=1))[0])
+    if lazy and is_dask(xp):
+        arr = checked_lazily(arr, check_logits, name, as_float64=False)
+    else:
+        _check_logit_values(xp, is_numpy, arr, name, warn_probabilities)
+    if as_float64:
+        arr = xp.astype(arr, xp.float64 if is_numpy else work_dtype(xp, device_of(arr)))
+    return arr, dtype
+
+
+def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
+    """Refuse NaN, ``+inf`` and all ``-inf`` rows: one pass, one transfer."""
+    top = xp.max(z, axis=1)
+    checks = [xp.all(z < xp.inf), xp.any(top == -xp.inf)]
+    # (NumPy's test stops at the first rule that fails; on a device every
+    # reduction is taken in the one pass)
+    probe = warn_probabilities and not is_numpy
+    if probe:
+        checks += [xp.min(z), xp.max(z), xp.max(xp.abs(xp.sum(z, axis=1) - 1))]
+    values = to_host(xp, *checks)
+    if not values[0]:
+        (bad,) = to_host(xp, xp.any(~(z < xp.inf), axis=1))
         raise ValueError(
-            f"{name} contains NaN or +inf (first in row {bad}). Logits must be "
-            f"finite or -inf (the log of a zero probability)."
+            f"{name} contains NaN or +inf (first in row {int(np.flatnonzero(bad)[0])})"
+            f". Logits must be finite or -inf (the log of a zero probability)."
         )
-    top = arr.max(axis=1)
-    if np.isneginf(top).any():
-        bad = int(np.flatnonzero(np.isneginf(top))[0])
+    if values[1]:
+        (bad,) = to_host(xp, top == -xp.inf)
         raise ValueError(
-            f"Row {bad} of {name} is -inf in every column, so it is not the log "
-            f"of a probability vector. Check the model's outputs."
+            f"Row {int(np.flatnonzero(bad)[0])} of {name} is -inf in every column, "
+            f"so it is not the log of a probability vector. Check the model's "
+            f"outputs."
         )
-    return (arr.astype(np.float64) if as_float64 else arr), dtype
+    if probe and values[2] >= 0 and values[3] <= 1 and values[4] <= 1e-4:
+        warn_user(_PROBABILITIES_AS_LOGITS)
+    elif warn_probabilities and is_numpy:
+        warn_if_probabilities(z)
+
+
+_PROBABILITIES_AS_LOGITS = (
+    "The logits look like probabilities (every entry in [0, 1], every row summing "
+    "to 1). Temperature scaling divides logits: pass np.log(proba) for a model "
+    "that gives probabilities."
+)
 
 
 def warn_if_probabilities(z):
-    """Warn when the "logits" are rows of probabilities (a likely mix-up).
+    """Warn when the NumPy "logits" ``z`` are rows of probabilities (a mix-up).
 
     Probabilities in place of logits give a wrong temperature without any
     error: every entry in [0, 1] and every row summing to one is no accident
-    for logits.
+    for logits. (Each test runs only when the one before it passed.)
     """
     if (
         z.shape[1] >= 2
@@ -552,11 +516,7 @@ def warn_if_probabilities(z):
         and z.max() <= 1
         and np.abs(z.sum(axis=1) - 1).max() <= 1e-4
     ):
-        warn_user(
-            "The logits look like probabilities (every entry in [0, 1], every "
-            "row summing to 1). Temperature scaling divides logits: pass "
-            "np.log(proba) for a model that gives probabilities."
-        )
+        warn_user(_PROBABILITIES_AS_LOGITS)
 
 
 def resolve_k(k, n_classes, kind):
@@ -573,4 +533,25 @@ def resolve_k(k, n_classes, kind):
     return int(k)
 
 
-# -- calibration metrics ---------------------------------------------------------------
+# -- the names of the former array API mirrors (removed at integration) ---------------
+
+
+def check_proba_xp(xp, proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX):
+    """Deprecated internal alias: :func:`check_proba` (``xp`` is not needed)."""
+    return check_proba(proba, name=name, min_classes=min_classes, logits_fix=logits_fix)
+
+
+def check_proba_lazy(xp, proba, *, name="proba"):
+    """Deprecated internal alias: :func:`check_proba` with ``lazy=True``."""
+    return check_proba(proba, name=name, lazy=True)
+
+
+def check_logits_xp(xp, logits, *, name="logits", warn_probabilities=False):
+    """Deprecated internal alias: :func:`check_logits` (which warns itself)."""
+    z, _ = check_logits(logits, name, False, warn_probabilities=warn_probabilities)
+    return z, False  # (the warning, if any, is given already)
+
+
+def check_logits_lazy(xp, logits, *, name="logits"):
+    """Deprecated internal alias: :func:`check_logits` with ``lazy=True``."""
+    return check_logits(logits, name, False, lazy=True)[0]

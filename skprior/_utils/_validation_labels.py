@@ -1,19 +1,33 @@
 """The input checks of labels, sample weights and scored ``(y_true, y_proba)`` pairs.
 
-Part of skprior's one validation system (with :mod:`skprior._utils._validation`, which
-checks probabilities, logits and priors): each turns bad input into an error
-that says what is wrong and how to fix it, and none modifies the caller's array.
+Part of skprior's one validation system (with :mod:`skprior._utils._validation`,
+which checks probabilities, logits and priors): each turns bad input into an
+error that says what is wrong and how to fix it, and none modifies the caller's
+array. Labels and weights go with an array of data (``like``) and come back in
+its namespace, on its device: checked there when they are arrays of the same
+library (a failed check is repeated on the host for its message), else checked
+on the host and moved there (an ``n``-vector, not the ``n x K`` data).
 """
 
 import numpy as np
 from scipy import sparse
 
-from skprior._utils._validation import (
+from skprior._utils._array_api import (
+    device_of,
+    get_namespace,
+    is_dask,
+    namespace_of,
+    per_row,
+    to_host,
+    work_dtype,
+)
+from skprior._utils._validation import check_proba
+from skprior._utils._validation_arrays import (
     _first,
+    as_float,
     as_labels,
     as_numeric,
     check_length,
-    check_proba,
 )
 
 
@@ -24,8 +38,32 @@ def _describe_labels(y):
     return f"dtype {y.dtype} (such as {_first(y)!r})"
 
 
-def check_class_indices(y, n_samples, n_classes, *, name="logits"):
-    """Validate encoded labels: integers in ``[0, n_classes)``."""
+def check_class_indices(y, n_samples, n_classes, *, name="logits", like=None):
+    """Validate encoded labels: integers in ``[0, n_classes)``.
+
+    Returns an integer array: NumPy's ``intp`` without ``like`` or with a
+    NumPy ``like``, else int64 in the namespace of ``like`` (chunked as its
+    rows for Dask).
+    """
+    xp = None if like is None else namespace_of(like)
+    if xp is not None and namespace_of(y) is not None:
+        y = per_row(xp, y, like)
+        integral = xp.isdtype(y.dtype, "integral")
+        if (
+            y.ndim == 1
+            and y.shape[0] == n_samples
+            and (integral or xp.isdtype(y.dtype, "real floating"))
+        ):
+            checks = [xp.min(y), xp.max(y)]
+            if not integral:  # (NaN fails this one; inf the range)
+                checks.append(xp.all(y == xp.round(y)))
+            low, high, *whole = to_host(xp, *checks)
+            if low >= 0 and high < n_classes and all(whole):
+                return xp.astype(y, xp.int64)
+        y = to_host(xp, y)[0]  # (NumPy's checks, for their message)
+    if xp is not None:
+        y = check_class_indices(y, n_samples, n_classes, name=name)
+        return xp.astype(per_row(xp, y, like), xp.int64)
     y = as_labels(y, "y")
     check_length(y, n_samples, "y", name, what="label")
     if y.dtype.kind not in "biu" and not (
@@ -99,12 +137,35 @@ def label_frequencies(y_index, n_classes, sample_weight=None):
     return counts / total
 
 
-def check_sample_weight(sample_weight, n_samples, *, name="sample_weight"):
-    """Validate weights: one finite, non-negative float64 per sample, sum > 0.
+def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=None):
+    """Validate weights: one finite, non-negative float per sample, sum > 0.
 
-    ``None`` means all ones. Always a new array: a fitted attribute built from
-    it never aliases the caller's array.
+    ``None`` means all ones. Without ``like`` (or with a NumPy ``like``) a new
+    float64 ndarray: a fitted attribute built from it never aliases the
+    caller's array. With an array ``like`` of another library, weights in its
+    namespace, on its device, in the working float dtype (float64 where the
+    device has it).
     """
+    xp = None if like is None else namespace_of(like)
+    if xp is not None:
+        dtype = work_dtype(xp, device_of(like))
+        if sample_weight is None and is_dask(xp):
+            import dask.array as da
+
+            return da.ones(n_samples, chunks=(like.chunks[0],), dtype=np.float64)
+        if sample_weight is None:
+            return xp.ones(n_samples, dtype=dtype, device=device_of(like))
+        if namespace_of(sample_weight) is None:  # (host weights: checked here)
+            weights = check_sample_weight(sample_weight, n_samples, name=name)
+            return per_row(xp, weights, like, dtype=dtype)
+        weights = per_row(xp, as_float(xp, sample_weight, name), like, dtype=dtype)
+        if weights.ndim == 1 and weights.shape[0] == n_samples:
+            finite, smallest, total = to_host(
+                xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.sum(weights)
+            )
+            if finite and smallest >= 0 and total > 0:
+                return weights
+        sample_weight = to_host(xp, weights)[0]  # (NumPy's checks: the message)
     if sample_weight is None:
         return np.ones(n_samples)
     weights = as_numeric(sample_weight, name, "(n_samples,)")
@@ -165,7 +226,10 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
     """Validate the inputs of a calibration metric.
 
     Returns the column index of each label, the probabilities (a 1-D
-    ``y_proba`` is P(positive class) and becomes two columns) and the weights.
+    ``y_proba`` is P(positive class) and becomes two columns) and the weights,
+    all in the namespace of ``y_proba``. The labels are encoded on the host,
+    by the same rules in every namespace: they are an ``n``-vector, a
+    ``K``-th of the data, and may be strings.
     """
     y_true = as_labels(y_true, "y_true")
     if sparse.issparse(y_proba):
@@ -173,31 +237,39 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
             "y_proba is a sparse matrix, which the calibration metrics do not "
             "support. Pass a dense array: y_proba.toarray()."
         )
-    proba = (
-        y_proba
-        if type(y_proba) is np.ndarray
-        else as_numeric(y_proba, "y_proba", "(n_samples, n_classes) or (n_samples,)")
-    )
+    xp, is_numpy = get_namespace(y_proba)
+    shape_text = "(n_samples, n_classes) or (n_samples,)"
+    if not is_numpy:
+        proba = as_float(xp, y_proba, "y_proba")
+    elif type(y_proba) is np.ndarray:
+        proba = y_proba
+    else:
+        proba = as_numeric(y_proba, "y_proba", shape_text)
     binary_score = proba.ndim == 1
     if binary_score:
-        if len(proba) != len(y_true):
+        if proba.shape[0] != len(y_true):
             raise ValueError(
                 f"y_proba is 1-D (P(positive class) per sample) with "
-                f"{len(proba)} entries but y_true has {len(y_true)} labels; "
+                f"{proba.shape[0]} entries but y_true has {len(y_true)} labels; "
                 f"give one probability per label, or a 2-D y_proba of shape "
                 f"(n_samples, n_classes)."
             )
-        if proba.size == 0:
+        if proba.shape[0] == 0:
             raise ValueError(
                 "y_proba is empty: pass at least one sample's probabilities."
             )
-        proba = as_numeric(proba, "y_proba", "(n_samples,)")
-        if not np.all(np.isfinite(proba)) or proba.min() < 0 or proba.max() > 1:
+        if is_numpy:
+            proba = as_numeric(proba, "y_proba", "(n_samples,)")
+        finite, low, high = to_host(
+            xp, xp.all(xp.isfinite(proba)), xp.min(proba), xp.max(proba)
+        )
+        if not finite or low < 0 or high > 1:
             raise ValueError(
                 "A 1-D y_proba is read as P(positive class) and must lie in "
                 "[0, 1]. For scores or logits, apply a sigmoid first."
             )
-        proba = np.column_stack([1 - proba.astype(np.float64), proba])
+        positive = xp.astype(proba, xp.float64)
+        proba = xp.stack([1 - positive, positive], axis=1)
     proba = check_proba(proba, name="y_proba")
     if len(y_true) != proba.shape[0]:
         raise ValueError(
@@ -230,5 +302,20 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
             )
     _check_column_names(y_proba, labels)
     y_index = encode_labels(y_true, labels, name="y_true", owner="are not in labels")
-    weights = check_sample_weight(sample_weight, len(y_index))
+    weights = check_sample_weight(sample_weight, len(y_index), like=proba)
+    if not is_numpy:
+        y_index = xp.astype(per_row(xp, y_index, proba), xp.int64)
     return y_index, proba, weights
+
+
+# -- the names of the former array API mirrors (removed at integration) ---------------
+
+
+def check_class_indices_xp(xp, y, like, n_classes, *, name="logits"):
+    """Deprecated internal alias: :func:`check_class_indices` with ``like``."""
+    return check_class_indices(y, like.shape[0], n_classes, name=name, like=like)
+
+
+def check_sample_weight_xp(xp, sample_weight, like, *, name="sample_weight"):
+    """Deprecated internal alias: :func:`check_sample_weight` with ``like``."""
+    return check_sample_weight(sample_weight, like.shape[0], name=name, like=like)

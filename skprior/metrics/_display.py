@@ -7,6 +7,7 @@ imported only when plotting (it is the optional extra ``skprior[plot]``).
 
 import numpy as np
 
+from skprior._utils._array_api import get_namespace, to_host
 from skprior._utils._validation_labels import check_scored_proba
 from skprior.metrics._ece import expected_calibration_error, reliability_curve
 
@@ -281,7 +282,12 @@ class ReliabilityDisplay:
             labels=labels,
         )
         _, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
-        y_confidence = proba.max(axis=1).astype(np.float64)
+        # (matplotlib draws host arrays: one transfer from another library)
+        xp, _ = get_namespace(proba)
+        accuracy, confidence, y_confidence, weights = to_host(
+            xp, accuracy, confidence, xp.max(proba, axis=1), weights
+        )
+        y_confidence = y_confidence.astype(np.float64)
         display = cls(
             accuracy,
             confidence,

@@ -3,16 +3,30 @@
 Both bin predictions by confidence. The bins are right-closed: with edges
 ``0 = e_0 < e_1 < ... < e_B = 1`` bin ``b`` holds the values in
 ``(e_{b-1}, e_b]``, and the first bin also holds 0.
+
+Written once for every array namespace: the inputs stay where they are, and
+only the per-bin sums (and the bin edges) cross to the host. NumPy counts the
+bins with ``bincount``; the standard has none, so other libraries take a
+one-hot product per row block, every sum of one call in one pass (one
+``dask.compute``).
 """
 
 import numpy as np
 
-from skprior._utils._array_api import namespace_of
+from skprior._utils._array_api import (
+    block_totals,
+    device_of,
+    from_host,
+    get_namespace,
+    is_dask,
+    result_array,
+    to_host,
+    work_dtype,
+)
 from skprior._utils._constraints import constraints
 from skprior._utils._options import BIN_STRATEGIES, DEFAULT_N_BINS, ECE_KINDS
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation_labels import check_scored_proba
-from skprior.metrics._ece_xp import ece_xp, reliability_curve_xp
 
 _BINNING = constraints(n_bins="n_bins", strategy="strategy")
 _SCORED = constraints(
@@ -23,35 +37,63 @@ _SCORED = constraints(
 )
 
 
-def _bin_edges(values, weights, n_bins, strategy):
-    """Bin edges from 0 to 1: equal width, or weighted quantiles of ``values``."""
+def _scored(y_true, y_proba, labels, sample_weight):
+    """The checked inputs, their namespace and the float dtype to bin in."""
+    y_index, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
+    xp, is_numpy = get_namespace(proba)
+    dtype = work_dtype(xp, device_of(proba))
+    return xp, is_numpy, dtype, y_index, proba, weights
+
+
+def _top_label(xp, dtype, y_index, proba):
+    """Confidence (top probability) and correctness of each row, in ``dtype``."""
+    confidence = xp.astype(xp.max(proba, axis=1), dtype)
+    return confidence, xp.astype(xp.argmax(proba, axis=1) == y_index, dtype)
+
+
+def _inner_edges(xp, values, weights, n_bins, strategy):
+    """The inner bin edges (a host array): equal width, or weighted quantiles."""
     if strategy == "uniform":
-        return np.linspace(0.0, 1.0, n_bins + 1)
+        return np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    if is_dask(xp):
+        raise ValueError(
+            "strategy='quantile' sorts every confidence, which a Dask array "
+            "cannot do out of core; use strategy='uniform'."
+        )
     # Inverted-CDF quantiles: the smallest value whose cumulative weight reaches
     # the level, so that integer weights act like repeated rows.
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    levels = np.arange(1, n_bins) / n_bins * cumulative[-1]
-    inner = values[order][np.searchsorted(cumulative, levels, side="left")]
-    return np.concatenate([[0.0], inner, [1.0]])
+    order = xp.argsort(values, stable=True)
+    cumulative = xp.cumulative_sum(xp.take(weights, order))
+    (total,) = to_host(xp, cumulative[-1])
+    levels = np.arange(1, n_bins) / n_bins * total
+    levels = from_host(xp, levels, device_of(values), cumulative.dtype)
+    index = xp.searchsorted(cumulative, levels, side="left")
+    return to_host(xp, xp.take(xp.take(values, order), index))[0]
 
 
-def _binned_sums(values, hits, weights, n_bins, strategy):
-    """Per bin: total weight, weighted sum of ``values`` and of ``hits``."""
-    edges = _bin_edges(values, weights, n_bins, strategy)
-    # Right-closed bins: the index is the number of inner edges strictly below.
-    index = np.searchsorted(edges[1:-1], values, side="left")
-    weight = np.bincount(index, weights=weights, minlength=n_bins)
-    value_sum = np.bincount(index, weights=weights * values, minlength=n_bins)
-    hit_sum = np.bincount(index, weights=weights * hits, minlength=n_bins)
-    return weight, value_sum, hit_sum
+def _binned_sums(xp, is_numpy, values, hits, weights, n_bins, strategy):
+    """Per bin: total weight, weighted sums of ``values`` and of ``hits``.
 
+    Right-closed bins: the bin of a value is the number of inner edges
+    strictly below it. Off NumPy (no ``bincount`` in the standard) a one-hot
+    product per row block, the sums left on the device (lazy for Dask).
+    """
+    inner = _inner_edges(xp, values, weights, n_bins, strategy)
+    if is_numpy:
+        index = np.searchsorted(inner, values, side="left")
+        parts = (weights, weights * values, weights * hits)
+        return [np.bincount(index, weights=w, minlength=n_bins) for w in parts]
+    device = device_of(values)
+    inner = from_host(xp, inner, device, values.dtype)
+    bins = xp.arange(n_bins, device=device)
 
-def top_label(y_index, proba):
-    """Confidence (top probability, float64) and correctness of each row."""
-    predicted = np.argmax(proba, axis=1)
-    confidence = proba[np.arange(len(proba)), predicted].astype(np.float64)
-    return confidence, (predicted == y_index).astype(np.float64)
+    def one_block(block):
+        v, h, w = values[block], hits[block], weights[block]
+        index = xp.sum(xp.astype(v[:, None] > inner[None, :], xp.int64), axis=1)
+        onehot = xp.astype(index[:, None] == bins[None, :], v.dtype)
+        return w @ onehot, (w * v) @ onehot, (w * h) @ onehot
+
+    return block_totals(xp, values.shape[0], n_bins, one_block)
 
 
 @validate_params(
@@ -143,26 +185,24 @@ def expected_calibration_error(
     >>> round(expected_calibration_error([1, 1], y_proba, n_bins=5, labels=[0, 1]), 6)
     0.65
     """
-    xp = namespace_of(y_proba)
-    if xp is not None:
-        return ece_xp(
-            xp, y_true, y_proba, n_bins, strategy, kind, sample_weight, labels
-        )
-    y_index, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
-    total = weights.sum()
+    xp, is_numpy, dtype, y_index, proba, weights = _scored(
+        y_true, y_proba, labels, sample_weight
+    )
     if kind == "top_label":
-        confidence, hits = top_label(y_index, proba)
+        columns = [_top_label(xp, dtype, y_index, proba)]
+    else:
+        columns = [
+            (xp.astype(proba[:, k], dtype), xp.astype(y_index == k, dtype))
+            for k in range(proba.shape[1])
+        ]
+    gaps = []  # (every column's, reduced together: one pass, one Dask compute)
+    for values, hits in columns:
         _, value_sum, hit_sum = _binned_sums(
-            confidence, hits, weights, n_bins, strategy
+            xp, is_numpy, values, hits, weights, n_bins, strategy
         )
-        return float(np.abs(hit_sum - value_sum).sum() / total)
-    errors = []
-    for k in range(proba.shape[1]):
-        values = proba[:, k].astype(np.float64)
-        hits = (y_index == k).astype(np.float64)
-        _, value_sum, hit_sum = _binned_sums(values, hits, weights, n_bins, strategy)
-        errors.append(np.abs(hit_sum - value_sum).sum() / total)
-    return float(np.mean(errors))
+        gaps.append(xp.sum(xp.abs(hit_sum - value_sum)))
+    total, *gaps = to_host(xp, xp.sum(weights), *gaps)
+    return float(np.mean(np.asarray(gaps, dtype=np.float64) / total))
 
 
 @validate_params({**_SCORED, **_BINNING}, prefer_skip_nested_validation=True)
@@ -216,6 +256,10 @@ def reliability_curve(
     bin_weight : ndarray of shape (n_nonempty_bins,)
         Fraction of the total weight in each non-empty bin.
 
+        For ``y_proba`` of another array API library (PyTorch, CuPy, JAX,
+        Dask...), the three are arrays of its namespace and device, in
+        float64 (float32 on a device without it).
+
     See Also
     --------
     expected_calibration_error : The weighted mean of ``|accuracy - confidence|``.
@@ -234,19 +278,16 @@ def reliability_curve(
     >>> accuracy, confidence.round(2), weight.round(2)
     (array([1. , 0.5]), array([0.6 , 0.88]), array([0.33, 0.67]))
     """
-    xp = namespace_of(y_proba)
-    if xp is not None:
-        return reliability_curve_xp(
-            xp, y_true, y_proba, n_bins, strategy, sample_weight, labels
-        )
-    y_index, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
-    confidence, hits = top_label(y_index, proba)
-    weight, value_sum, hit_sum = _binned_sums(
-        confidence, hits, weights, n_bins, strategy
+    xp, is_numpy, dtype, y_index, proba, weights = _scored(
+        y_true, y_proba, labels, sample_weight
     )
+    confidence, hits = _top_label(xp, dtype, y_index, proba)
+    sums = _binned_sums(xp, is_numpy, confidence, hits, weights, n_bins, strategy)
+    weight, value_sum, hit_sum, total = to_host(xp, *sums, xp.sum(weights))
     full = weight > 0
-    return (
+    curve = (
         hit_sum[full] / weight[full],
         value_sum[full] / weight[full],
-        weight[full] / weights.sum(),
+        weight[full] / total,
     )
+    return curve if is_numpy else tuple(result_array(xp, c, proba) for c in curve)

@@ -138,3 +138,27 @@ def test_render_example_png(tmp_path):
     path = tmp_path / "reliability.png"
     fig.savefig(path)
     assert path.stat().st_size > 0
+
+
+@pytest.mark.parametrize("backend", ["torch", "dask.array"])
+def test_from_predictions_of_another_library_draws_numpys_curve(backend):
+    """Tensors and Dask arrays are drawn as the same NumPy arrays would be."""
+    pytest.importorskip("array_api_compat")
+    module = pytest.importorskip(backend)
+    proba, y = load_model_outputs("densenet-bc-100-cifar-100")
+    proba, y = proba[:2000].astype(np.float64), y[:2000]
+    weights = np.random.default_rng(0).random(len(y))
+    to_backend = (
+        (lambda a: module.from_array(a, chunks=700))
+        if backend == "dask.array"
+        else module.asarray
+    )
+    expected = ReliabilityDisplay.from_predictions(y, proba, sample_weight=weights)
+    display = ReliabilityDisplay.from_predictions(
+        to_backend(y), to_backend(proba), sample_weight=to_backend(weights)
+    )
+    for attribute in ("accuracy", "confidence", "y_confidence", "sample_weight"):
+        got, wanted = getattr(display, attribute), getattr(expected, attribute)
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_allclose(got, wanted, rtol=0, atol=1e-12)
+    assert abs(display.ece - expected.ece) <= 1e-12

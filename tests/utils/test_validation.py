@@ -149,3 +149,152 @@ def test_torch_tensors_are_accepted():
         adjust_to_prior(p32, Q, [0.2, 0.2, 0.6]),
         rtol=1e-6,
     )
+
+
+# -- one checker per kind of input, for every namespace --------------------------------
+
+from skprior._utils._validation import check_logits, check_proba  # noqa: E402
+from skprior._utils._validation_labels import (  # noqa: E402
+    check_class_indices,
+    check_sample_weight,
+)
+
+
+def _backends():
+    out = []
+    for name in ("torch", "array_api_strict"):
+        try:
+            out.append(pytest.importorskip(name).asarray)
+        except pytest.skip.Exception:
+            pass
+    return out
+
+
+def _message(check, *args, **kwargs):
+    with pytest.raises((ValueError, TypeError)) as info:
+        check(*args, **kwargs)
+    return str(info.value)
+
+
+def _bad_proba():
+    nan, negative, off = P.copy(), P.copy(), P.copy()
+    nan[2, 1] = np.nan
+    negative[1] = [-0.1, 0.6, 0.5]
+    off[3] *= 1.5
+    return [nan, negative, off, P[0], P[:, :1], np.zeros((0, 3))]
+
+
+@pytest.mark.parametrize("bad", range(6))
+def test_bad_probabilities_give_numpys_message_in_every_namespace(bad):
+    """The same error, word for word, from a NumPy array and a device array."""
+    proba = _bad_proba()[bad]
+    expected = _message(check_proba, proba)
+    for to_backend in _backends():
+        assert _message(check_proba, to_backend(proba)) == expected
+
+
+def test_probabilities_stay_in_their_namespace():
+    """A valid array comes back in its namespace, dtype and values."""
+    for to_backend in _backends():
+        array = to_backend(P.astype(np.float32))
+        checked = check_proba(array)
+        assert type(checked) is type(array) and checked.dtype == array.dtype
+        np.testing.assert_array_equal(np.asarray(checked), P.astype(np.float32))
+
+
+def _bad_logits():
+    nan, posinf, neginf = np.log(P), np.log(P), np.log(P)
+    nan[2, 0] = np.nan
+    posinf[1, 2] = np.inf
+    neginf[3] = -np.inf
+    return [nan, posinf, neginf, np.zeros((2, 2, 2)), np.zeros((0, 3))]
+
+
+@pytest.mark.parametrize("bad", range(5))
+def test_bad_logits_give_numpys_message_in_every_namespace(bad):
+    logits = _bad_logits()[bad]
+    expected = _message(check_logits, logits)
+    for to_backend in _backends():
+        assert _message(check_logits, to_backend(logits)) == expected
+
+
+def test_logits_binary_score_and_probability_warning_in_every_namespace():
+    """A 1-D score becomes (0, s); probabilities given as logits warn, once."""
+    score = np.array([0.5, -1.0, 2.0])
+    expected, _ = check_logits(score)
+    for to_backend in _backends():
+        z, dtype = check_logits(to_backend(score))
+        np.testing.assert_array_equal(np.asarray(z), expected)
+        with pytest.warns(UserWarning, match="look like probabilities") as caught:
+            check_logits(to_backend(P), warn_probabilities=True)
+        assert len(caught) == 1 and caught[0].filename == __file__
+
+
+@pytest.mark.parametrize(
+    "y", [[0, 1, 3, 1], [0.0, 1.5, 2.0, 1.0], [0.0, np.nan, 2.0, 1.0], [0, 1, 2]]
+)
+def test_bad_class_indices_give_numpys_message_in_every_namespace(y):
+    y = np.asarray(y)
+    expected = _message(check_class_indices, y, 4, 3)
+    for to_backend in _backends():
+        got = _message(check_class_indices, to_backend(y), 4, 3, like=to_backend(P))
+        assert got == expected
+
+
+@pytest.mark.parametrize(
+    "weights", [[1.0, -1.0, 1.0, 1.0], [1.0, np.nan, 1.0, 1.0], [0.0] * 4, [1.0] * 3]
+)
+def test_bad_sample_weights_give_numpys_message_in_every_namespace(weights):
+    weights = np.asarray(weights)
+    expected = _message(check_sample_weight, weights, 4)
+    for to_backend in _backends():
+        like = to_backend(P)
+        for given in (weights, to_backend(weights)):  # host or device weights
+            assert _message(check_sample_weight, given, 4, like=like) == expected
+
+
+def test_labels_and_weights_come_in_the_namespace_of_the_data():
+    """Host or device labels and weights end on the device of ``like``."""
+    for to_backend in _backends():
+        like = to_backend(P)
+        for y in ([0, 1, 2, 1], to_backend(np.array([0, 1, 2, 1]))):
+            checked = check_class_indices(y, 4, 3, like=like)
+            assert type(checked) is type(like)
+            np.testing.assert_array_equal(np.asarray(checked), [0, 1, 2, 1])
+        for weights in (None, [1.0, 2.0, 0.0, 1.0]):
+            checked = check_sample_weight(weights, 4, like=like)
+            assert type(checked) is type(like) and checked.shape == (4,)
+
+
+def test_dask_checks_lazily_or_now():
+    """lazy=True defers the check into the blocks; otherwise it raises now."""
+    da = pytest.importorskip("dask.array")
+    pytest.importorskip("array_api_compat")
+    bad = np.tile(P, (5, 1))
+    bad[13] *= 2
+    lazy = check_proba(da.from_array(bad, chunks=(8, 3)), lazy=True)
+    with pytest.raises(ValueError, match="row 5 sums.*chunk starting at row 8"):
+        lazy.compute()
+    with pytest.raises(ValueError, match="row 13 sums"):
+        check_proba(da.from_array(bad, chunks=(8, 3)))
+    logits = np.log(bad)
+    logits[17, 0] = np.nan
+    z, _ = check_logits(da.from_array(logits, chunks=(8, 3)), lazy=True)
+    with pytest.raises(ValueError, match="first in row 1.*chunk starting at row 16"):
+        z.compute()
+
+
+def test_former_array_api_names_are_aliases():
+    """The names other modules still import work as the unified checkers."""
+    torch = pytest.importorskip("torch")
+    from skprior._utils import _validation_xp as old
+
+    proba, like = torch.asarray(P), torch.asarray(P)
+    assert old.check_proba_xp(None, proba) is proba
+    assert old.check_proba_lazy(None, proba) is proba
+    z, looks = old.check_logits_xp(None, torch.log(proba))
+    assert z.shape == (4, 3) and looks is False
+    assert old.check_logits_lazy(None, torch.log(proba)).shape == (4, 3)
+    y = old.check_class_indices_xp(None, torch.asarray([0, 1, 2, 1]), like, 3)
+    assert y.dtype == torch.int64
+    assert old.check_sample_weight_xp(None, None, like).shape == (4,)

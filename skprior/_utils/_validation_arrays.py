@@ -1,0 +1,216 @@
+"""Conversions shared by the input checkers, and warnings that point at the caller.
+
+:mod:`skprior._utils._validation` and :mod:`skprior._utils._validation_labels`
+build their checkers on these: reading an array-like as numbers or labels with
+messages that name the argument, the float dtype of another library's array,
+and the lazy check of each block of a Dask array.
+"""
+
+import os
+import sys
+import warnings
+
+import numpy as np
+from scipy import sparse
+from sklearn.exceptions import DataConversionWarning
+
+from skprior._utils._array_api import namespace_of, to_host
+
+# -- warnings that point at the caller -----------------------------------------------
+
+# (the package, not this folder: every skprior frame is skipped)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Frames of these scikit-learn wrappers sit between skprior and its caller.
+_WRAPPER_FILES = ("_param_validation.py", os.path.join("sklearn", "base.py"))
+
+
+def warn_user(message, category=UserWarning):
+    """Warn with the caller's line: the first frame outside skprior.
+
+    A fixed ``stacklevel`` points inside the package as soon as a call goes
+    through another of its functions, an estimator or scikit-learn's
+    parameter validation.
+    """
+    # (stacklevel=1 is this function, 2 its caller: sys._getframe(1))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+        or frame.f_code.co_filename.endswith(_WRAPPER_FILES)
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+# -- conversion to arrays ----------------------------------------------------------
+
+
+def on_host(value):
+    """``value``, or a NumPy copy of it when it is another library's array.
+
+    For the small inputs that are read on the host (priors, labels): one
+    transfer, and NumPy's conversion rules and messages from there on.
+    """
+    xp = namespace_of(value)
+    return value if xp is None else to_host(xp, value)[0]
+
+
+def _first(arr):
+    """The first entry of ``arr`` (for messages)."""
+    return arr.reshape(-1)[0] if arr.size else None
+
+
+def as_numeric(value, name, shape_text):
+    """``value`` as a real float32 or float64 ndarray (shape not checked).
+
+    numpy's and scikit-learn's conversion errors do not name the argument
+    ("inhomogeneous shape", "could not convert string to float"); this one
+    turns each kind of unconvertible input into a message that names it and
+    says what to pass instead. float32 stays float32; every other real dtype
+    becomes float64. An ndarray that needs no conversion is returned as it is.
+    """
+    if sparse.issparse(value):
+        raise TypeError(
+            f"{name} is a sparse matrix, which is not supported here. Pass a "
+            f"dense array: {name}.toarray()."
+        )
+    if isinstance(value, (str, bytes)):
+        fix = (
+            "For class-balanced weights, pass sklearn.utils.class_weight."
+            "compute_sample_weight('balanced', y)."
+            if "weight" in name
+            else "If it names a file, load it first (np.load, np.loadtxt or "
+            "pandas.read_csv)."
+        )
+        raise TypeError(
+            f"{name} must be an array of shape {shape_text}, got the string "
+            f"{value!r}. {fix}"
+        )
+    if value is None:
+        raise TypeError(f"{name} must be an array of shape {shape_text}, got None.")
+    try:
+        arr = np.asarray(on_host(value))
+    except (ValueError, TypeError) as exc:
+        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
+            raise ValueError(
+                f"{name} must be a rectangular array of shape {shape_text}, got "
+                f"a ragged nested list (rows of different lengths). Give every "
+                f"row the same number of entries."
+            ) from exc
+        raise TypeError(
+            f"{name} could not be read as an array of shape {shape_text} ({exc})."
+        ) from exc
+    if arr.dtype in (np.float64, np.float32):
+        return arr
+    if arr.dtype.kind == "c":
+        raise _complex_error(name)
+    try:  # (every other real dtype converts; strings and objects may not)
+        return arr.astype(np.float64)
+    except (ValueError, TypeError) as exc:
+        what = "strings" if arr.dtype.kind in "US" else f"{arr.dtype} values"
+        raise ValueError(
+            f"{name} must hold numbers, got {what} such as {_first(arr)!r}. "
+            f"Convert it to a float array first."
+        ) from exc
+
+
+def as_labels(value, name, shape_text="(n_samples,)"):
+    """``value`` as a 1-D ndarray of labels, with NaN and inf refused.
+
+    Labels may be numbers or strings (not converted).
+    """
+    if sparse.issparse(value):
+        raise TypeError(
+            f"{name} is a sparse matrix; labels must be a 1-D array. Pass "
+            f"{name}.toarray().ravel()."
+        )
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a 1-D array of labels of shape {shape_text}, got "
+            f"{value!r}."
+        )
+    try:
+        arr = np.asarray(on_host(value))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{name} must be a 1-D array of labels of shape {shape_text}, got a "
+            f"ragged nested list. Give one label per sample."
+        ) from exc
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warn_user(
+            f"A column-vector {name} was passed when a 1d array was expected "
+            f"(as scikit-learn words it); it is read as one label per row. Pass "
+            f"{name}.ravel() to silence this warning.",
+            DataConversionWarning,
+        )
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be a 1-D array of labels of shape {shape_text}, got an "
+            f"array of shape {arr.shape}. For one-hot labels pass "
+            f"{name}.argmax(axis=1)."
+        )
+    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first at position {bad}); "
+            f"every sample needs a class label. Drop the unlabelled samples."
+        )
+    return arr
+
+
+def check_length(arr, n_samples, name, other, what="entry"):
+    """Raise unless ``arr`` has one ``what`` per row of ``other``."""
+    if len(arr) != n_samples:
+        plural = "entries" if what == "entry" else f"{what}s"
+        raise ValueError(
+            f"{name} has {len(arr)} {plural} but {other} has {n_samples} rows; "
+            f"give one {what} per row."
+        )
+
+
+def _complex_error(name):
+    return ValueError(
+        f"{name} holds complex numbers; it must be real. If the imaginary parts "
+        f"are 0, pass {name}.real."
+    )
+
+
+def as_float(xp, array, name):
+    """An array of another library as float32 or float64, on its device.
+
+    float32 and float64 stay as they are; other real numbers become float64,
+    as :func:`as_numeric` converts them.
+    """
+    if array.dtype in (xp.float32, xp.float64):
+        return array
+    if xp.isdtype(array.dtype, ("bool", "integral", "real floating")):
+        return xp.astype(array, xp.float64)
+    if xp.isdtype(array.dtype, "complex floating"):
+        raise _complex_error(name)
+    raise ValueError(
+        f"{name} must hold numbers, got dtype {array.dtype}. Convert it to a "
+        f"float array first."
+    )
+
+
+def checked_lazily(array, check, name, **options):
+    """``array`` (Dask) with ``check(block, name=name, **options)`` in each block.
+
+    A map stays lazy: each block is checked when it is computed (no pass of
+    its own), and a bad block raises then, naming its first row.
+    """
+    array = array.rechunk({1: -1})
+    return array.map_blocks(
+        _checked_block, check, name, options, dtype=array.dtype, meta=array._meta
+    )
+
+
+def _checked_block(block, check, name, options, block_info=None):
+    try:
+        check(block, name=name, **options)
+    except ValueError as exc:
+        start = block_info[0]["array-location"][0][0] if block_info else 0
+        raise ValueError(
+            f"{exc} (Dask chunk starting at row {start}: rows counted from it)"
+        ) from exc
+    return block
