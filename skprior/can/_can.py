@@ -1,15 +1,25 @@
 """CAN: Classification with Alternating Normalization (Jia et al., 2021).
 
 The array functions :func:`topk_entropy` and :func:`alternating_normalization`,
-then the estimator :class:`CANClassifier` that calls them. The numerics (the
-screening of confident rows and the fast exact forms of the per-row algorithm)
-are in ``_can_solvers.py``.
+then the estimator :class:`CANClassifier` that calls them. The numerics,
+written once for every array namespace, are in ``_solvers.py``; a Dask array
+runs their NumPy form on each of its blocks (:func:`_can_dask`).
 """
 
 import numpy as np
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import namespace_of
+from skprior._utils._array_api import (
+    _is_foreign,
+    device_of,
+    from_host,
+    get_namespace,
+    is_dask,
+    logsumexp,
+    numpy_namespace,
+    to_host,
+    work_dtype,
+)
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_ALPHA,
@@ -27,9 +37,18 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_sample_weight
-from skprior._utils._validation_xp import check_proba_xp
-from skprior.can._solvers import can_rows, low_confidence, topk_uncertainty
-from skprior.can._xp import alternating_normalization_xp, topk_uncertainty_xp
+from skprior._utils._validation_xp import (
+    check_proba_lazy,
+    check_proba_xp,
+    check_sample_weight_xp,
+)
+from skprior.can._solvers import (
+    _column_sums,
+    _powers_stay_normal,
+    can_rows,
+    low_confidence,
+    topk_uncertainty,
+)
 
 
 @validate_params(
@@ -84,14 +103,16 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     >>> topk_entropy(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]), k=2)
     array([0., 1.])
     """
-    xp = namespace_of(proba)
-    if xp is not None:
-        proba = check_proba_xp(xp, proba)
-        k = resolve_k(k, proba.shape[1], kind)
-        return topk_uncertainty_xp(xp, proba, k, kind)
-    proba = check_proba(proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     k = resolve_k(k, proba.shape[1], kind)
-    return topk_uncertainty(proba, k, kind)
+    if is_dask(xp):  # (the NumPy form on each block)
+        return proba.rechunk({1: -1}).map_blocks(
+            lambda block: topk_uncertainty(numpy_namespace(), True, block, k, kind),
+            drop_axis=1,
+            dtype=np.float64,
+        )
+    return topk_uncertainty(xp, is_numpy, proba, k, kind)
 
 
 @validate_params(
@@ -215,54 +236,148 @@ def alternating_normalization(
     array([[0.  , 1.  ],
            [0.75, 0.25]])
     """
-    xp = namespace_of(proba, reference)
-    if xp is not None:
-        n_classes = proba.shape[1]
-        prior = check_train_prior(prior, n_classes, name="prior")
-        if reference_weight is not None and reference is None:
-            _refuse_reference_weight()
-        out, counts = alternating_normalization_xp(
-            xp,
-            proba,
-            prior,
-            resolve_k(k, n_classes, uncertainty),
-            tau,
-            alpha,
-            n_iter,
-            reference,
-            reference_weight,
-            uncertainty,
-        )
-        if counts is not None and counts[0] and not counts[1]:
-            _warn_no_reference(counts[0], tau)
-        return out
-    proba, row_max, row_sums = check_proba_with_row_max(proba)
+    xp, is_numpy = get_namespace(proba, reference)
+    if is_numpy:
+        proba, row_max, row_sums = check_proba_with_row_max(proba)
+    else:
+        proba, row_max, row_sums = check_proba_lazy(xp, proba), None, None
     n_classes = proba.shape[1]
     prior = check_train_prior(prior, n_classes, name="prior")
     k = resolve_k(k, n_classes, uncertainty)
+    weight = None
     if reference is not None:
-        reference = check_proba(reference, name="reference")
-        if reference.shape[1] != n_classes:
-            raise ValueError(
-                f"reference has {reference.shape[1]} columns but proba has "
-                f"{n_classes}; both must list the same classes."
-            )
-        weight = check_sample_weight(
-            reference_weight, reference.shape[0], name="reference_weight"
+        reference, weight = _check_reference(
+            xp, is_numpy, proba, reference, reference_weight
         )
-        weight[low_confidence(reference, k, tau, uncertainty)] = 0.0
     elif reference_weight is not None:
         _refuse_reference_weight()
+    args = (k, tau, uncertainty)
+    if is_dask(xp):
+        out, counts = _can_dask(proba, prior, args, alpha, n_iter, reference, weight)
+    else:
+        dtype = work_dtype(xp, device_of(proba))
+        prior = from_host(xp, prior, device_of(proba), dtype)
+        low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
+        if reference is None:
+            reference, weight = proba, xp.astype(~low, dtype)
+        else:
+            weight = xp.where(
+                low_confidence(xp, is_numpy, reference, *args), 0.0, weight
+            )
+        counts = to_host(
+            xp, *(xp.sum(xp.astype(v, xp.int64)) for v in (low, weight > 0))
+        )
+        out = can_rows(
+            xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter
+        )
+    if counts is not None and counts[0] and not counts[1]:
+        _warn_no_reference(int(counts[0]), tau)
+    return out
 
-    low = low_confidence(proba, k, tau, uncertainty, row_max, row_sums)
-    if reference is None:
-        reference, weight = proba, np.ones(proba.shape[0])
-        weight[low] = 0.0
-    if low.size and not np.any(weight > 0):
-        _warn_no_reference(low.size, tau)
-    return can_rows(
-        proba, prior, low, reference, weight, alpha, n_iter, reference is proba
+
+def _check_reference(xp, is_numpy, proba, reference, reference_weight):
+    """The checked reference and its weights, beside ``proba``.
+
+    On the host for NumPy and Dask (where CAN holds it in memory), else on
+    the device of ``proba``.
+    """
+    on_host = is_numpy or is_dask(xp)
+    if is_dask(xp) and _is_foreign(reference):
+        raise ValueError(
+            "reference is a Dask array: CAN holds the reference in memory. Pass "
+            "it as a NumPy array (reference.compute()), or reference=None."
+        )
+    if not on_host and not _is_foreign(reference):  # (on the host: to the device)
+        reference = xp.asarray(np.asarray(reference), device=device_of(proba))
+    if on_host:
+        reference = check_proba(reference, name="reference")
+    else:
+        reference = check_proba_xp(xp, reference, name="reference")
+    if reference.shape[1] != proba.shape[1]:
+        raise ValueError(
+            f"reference has {reference.shape[1]} columns but proba has "
+            f"{proba.shape[1]}; both must list the same classes."
+        )
+    if on_host:
+        name, n_reference = "reference_weight", reference.shape[0]
+        return reference, check_sample_weight(reference_weight, n_reference, name=name)
+    weight = check_sample_weight_xp(
+        xp, reference_weight, reference, name="reference_weight"
     )
+    return reference, weight
+
+
+def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
+    """:func:`alternating_normalization` on a Dask array: a lazy map.
+
+    Each block runs the NumPy form. A reference held in memory makes every
+    row independent: a lazy map for any ``d``. With the batch as its own
+    reference, ``d = 1`` takes one pass for the column sums of its confident
+    rows (a ``K``-vector, plain and in logs, with the counts of rows) and then
+    a lazy map; ``d > 1`` would need all the confident rows in memory at each
+    step, and is refused. Returns the lazy result and, from the pass, the
+    numbers of low-confidence and of confident rows (``None`` without it).
+    """
+    np_xp = numpy_namespace()
+
+    def low_of(block):
+        return low_confidence(np_xp, True, block, *args)
+
+    if reference is not None:
+        weight = np.where(low_of(reference), 0.0, weight)
+
+        def correct(block):
+            low = low_of(block)
+            return can_rows(
+                np_xp, True, block, prior, low, reference, weight, alpha, n_iter
+            )
+
+        return proba.map_blocks(correct, dtype=proba.dtype), None
+    if n_iter > 1:
+        raise ValueError(
+            f"CAN with n_iter={n_iter} on a Dask array needs a reference held in "
+            f"memory: with the batch as its own reference every low-confidence "
+            f"row depends on all confident rows at every step. Pass reference= "
+            f"a NumPy array (for example held-out outputs, or the confident rows "
+            f"of a sample of the batch), or use n_iter=1."
+        )
+
+    @np.errstate(divide="ignore")
+    def confident_sums(block):
+        low = low_of(block)
+        weight = (~low).astype(np.float64)
+        stats = [
+            _column_sums(np_xp, True, block, weight, alpha, in_logs=False),
+            _column_sums(np_xp, True, block, weight, alpha, in_logs=True),
+            [
+                low.sum(),
+                weight.sum(),
+                not _powers_stay_normal(np_xp, True, [(block, None)], alpha),
+            ],
+        ]
+        return np.concatenate(stats)[None, :]
+
+    n_classes = proba.shape[1]
+    partial = proba.map_blocks(
+        confident_sums,
+        chunks=((1,) * proba.numblocks[0], (2 * n_classes + 3,)),
+        dtype=np.float64,
+    )
+    (partial,) = to_host(np_xp, partial.compute())  # the one pass
+    in_logs = alpha != 1 and partial[:, -1].any()
+    if in_logs:
+        sums = logsumexp(np_xp, partial[:, n_classes:-3], axis=0)
+    else:
+        sums = partial[:, :n_classes].sum(axis=0)
+
+    def correct_one_step(block):
+        low = low_of(block)
+        return can_rows(
+            np_xp, True, block, prior, low, None, None, alpha, 1, (sums, in_logs)
+        )
+
+    counts = partial[:, -3:-1].sum(axis=0)
+    return proba.map_blocks(correct_one_step, dtype=proba.dtype), counts
 
 
 def _refuse_reference_weight():
