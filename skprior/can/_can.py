@@ -44,7 +44,6 @@ from skprior._utils._validation_xp import (
 )
 from skprior.can._solvers import (
     _column_sums,
-    _powers_stay_normal,
     can_rows,
     low_confidence,
     topk_uncertainty,
@@ -281,29 +280,25 @@ def _check_reference(xp, is_numpy, proba, reference, reference_weight):
     On the host for NumPy and Dask (where CAN holds it in memory), else on
     the device of ``proba``.
     """
-    on_host = is_numpy or is_dask(xp)
     if is_dask(xp) and _is_foreign(reference):
         raise ValueError(
             "reference is a Dask array: CAN holds the reference in memory. Pass "
             "it as a NumPy array (reference.compute()), or reference=None."
         )
-    if not on_host and not _is_foreign(reference):  # (on the host: to the device)
-        reference = xp.asarray(np.asarray(reference), device=device_of(proba))
-    if on_host:
+    name = "reference_weight"
+    if is_numpy or is_dask(xp):
         reference = check_proba(reference, name="reference")
+        weight = check_sample_weight(reference_weight, reference.shape[0], name=name)
     else:
+        if not _is_foreign(reference):  # (held on the host: to the device)
+            reference = xp.asarray(np.asarray(reference), device=device_of(proba))
         reference = check_proba_xp(xp, reference, name="reference")
+        weight = check_sample_weight_xp(xp, reference_weight, reference, name=name)
     if reference.shape[1] != proba.shape[1]:
         raise ValueError(
             f"reference has {reference.shape[1]} columns but proba has "
             f"{proba.shape[1]}; both must list the same classes."
         )
-    if on_host:
-        name, n_reference = "reference_weight", reference.shape[0]
-        return reference, check_sample_weight(reference_weight, n_reference, name=name)
-    weight = check_sample_weight_xp(
-        xp, reference_weight, reference, name="reference_weight"
-    )
     return reference, weight
 
 
@@ -313,12 +308,13 @@ def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
     Each block runs the NumPy form. A reference held in memory makes every
     row independent: a lazy map for any ``d``. With the batch as its own
     reference, ``d = 1`` takes one pass for the column sums of its confident
-    rows (a ``K``-vector, plain and in logs, with the counts of rows) and then
-    a lazy map; ``d > 1`` would need all the confident rows in memory at each
-    step, and is refused. Returns the lazy result and, from the pass, the
-    numbers of low-confidence and of confident rows (``None`` without it).
+    rows (a ``K``-vector, in logs for ``alpha != 1``, where a power may
+    underflow, with the numbers of rows) and then a lazy map; ``d > 1`` would
+    need all the confident rows in memory at each step, and is refused.
+    Returns the lazy result and, from the pass, the numbers of low-confidence
+    and of confident rows (``None`` without it).
     """
-    np_xp = numpy_namespace()
+    np_xp, in_logs = numpy_namespace(), alpha != 1
 
     def low_of(block):
         return low_confidence(np_xp, True, block, *args)
@@ -346,38 +342,20 @@ def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
     def confident_sums(block):
         low = low_of(block)
         weight = (~low).astype(np.float64)
-        stats = [
-            _column_sums(np_xp, True, block, weight, alpha, in_logs=False),
-            _column_sums(np_xp, True, block, weight, alpha, in_logs=True),
-            [
-                low.sum(),
-                weight.sum(),
-                not _powers_stay_normal(np_xp, True, [(block, None)], alpha),
-            ],
-        ]
-        return np.concatenate(stats)[None, :]
+        sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
+        return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
 
-    n_classes = proba.shape[1]
-    partial = proba.map_blocks(
-        confident_sums,
-        chunks=((1,) * proba.numblocks[0], (2 * n_classes + 3,)),
-        dtype=np.float64,
-    )
-    (partial,) = to_host(np_xp, partial.compute())  # the one pass
-    in_logs = alpha != 1 and partial[:, -1].any()
-    if in_logs:
-        sums = logsumexp(np_xp, partial[:, n_classes:-3], axis=0)
-    else:
-        sums = partial[:, :n_classes].sum(axis=0)
+    chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
+    partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
+    partial = partial.compute()  # the one pass
+    sums = partial[:, :-2]
+    sums = (logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0), in_logs)
 
     def correct_one_step(block):
         low = low_of(block)
-        return can_rows(
-            np_xp, True, block, prior, low, None, None, alpha, 1, (sums, in_logs)
-        )
+        return can_rows(np_xp, True, block, prior, low, None, None, alpha, 1, sums)
 
-    counts = partial[:, -3:-1].sum(axis=0)
-    return proba.map_blocks(correct_one_step, dtype=proba.dtype), counts
+    return proba.map_blocks(correct_one_step, dtype=proba.dtype), partial[:, -2:].sum(0)
 
 
 def _refuse_reference_weight():

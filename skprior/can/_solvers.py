@@ -239,8 +239,11 @@ def _column_sums(xp, is_numpy, reference, weight, alpha, in_logs):
     return total
 
 
-def _one_step(xp, is_numpy, rows, column_sums, prior, alpha, in_logs):
+def _one_step(xp, is_numpy, column_sums, in_logs, prior, alpha, rows):
     """Closed form of CAN with one iteration, for every row of ``rows`` at once.
+
+    Returns the corrected rows and ``False`` (no row flagged, as
+    :func:`_iterate_block` flags them).
 
     In logs (``column_sums`` then holds logs) ``b**alpha / (C + b**alpha) =
     1 / (1 + exp(log C - alpha log b))`` keeps its precision where both powers
@@ -252,7 +255,7 @@ def _one_step(xp, is_numpy, rows, column_sums, prior, alpha, in_logs):
         # 0 / 0 = 0: a class that neither the row nor the reference predicts
         gap = xp.where(xp.isnan(gap), xp.inf, gap)
         log_out = xp.log(prior) - xp.logaddexp(xp.zeros_like(gap), gap)
-        return xp.exp(log_out - logsumexp(xp, log_out, axis=1)[:, None])
+        return xp.exp(log_out - logsumexp(xp, log_out, axis=1)[:, None]), False
     rows_alpha = rows if alpha == 1 else rows**alpha
     out = rows_alpha + column_sums
     # A zero denominator has a zero numerator: 0 / 0 = 0 (a class nobody
@@ -267,7 +270,7 @@ def _one_step(xp, is_numpy, rows, column_sums, prior, alpha, in_logs):
     out = xp.divide(rows_alpha, out, **({"out": out} if is_numpy else {}))
     out *= prior
     out *= (1.0 / _row_sums(xp, is_numpy, out))[:, None]
-    return out
+    return out, False
 
 
 def _iterated_solver(xp, is_numpy, reference, weight, prior, alpha, n_iter):
@@ -276,10 +279,10 @@ def _iterated_solver(xp, is_numpy, reference, weight, prior, alpha, n_iter):
     ``reference`` holds the confident rows, each counted ``weight`` times in the
     column sums. See the module docstring for the factored form
     ``A_t = diag(u) R_t diag(v)``: ``R_t`` and the logs of the starting scales
-    are computed here once, and the returned function advances any number of
-    rows together, returning the corrected rows and a mask of those whose
-    scales span too wide a range for the factored form to be exact (see
-    :func:`_iterate_block`).
+    are computed here once, and the returned function advances a block of rows
+    together (``n_rows x n_reference`` work arrays), returning the corrected
+    rows and a mask of those whose scales span too wide a range for the
+    factored form to be exact (see :func:`_iterate_block`).
     """
     base = xp.astype(reference, prior.dtype)  # a copy, scaled in place to R_0
     row_max = xp.max(base, axis=1)
@@ -295,30 +298,11 @@ def _iterated_solver(xp, is_numpy, reference, weight, prior, alpha, n_iter):
         current = current if alpha == 1 else current**alpha
         powers.append(current)
 
-    def solve(rows):
-        # (blocks x n_reference work arrays)
-        pieces = [
-            _iterate_block(
-                xp,
-                is_numpy,
-                xp.astype(rows[block, :], prior.dtype),
-                powers,
-                *logs,
-                alpha,
-            )
-            for block in _blocks(
-                xp, is_numpy, rows.shape[0], max(reference.shape[0], rows.shape[1])
-            )
-        ]
-        if len(pieces) == 1:
-            return pieces[0]
-        return tuple(xp.concat(part) for part in zip(*pieces, strict=True))
-
-    return solve
+    return functools.partial(_iterate_block, xp, is_numpy, powers, *logs, alpha)
 
 
 def _iterate_block(
-    xp, is_numpy, block, powers, log_u, log_v, log_weight, log_prior, alpha
+    xp, is_numpy, powers, log_u, log_v, log_weight, log_prior, alpha, block
 ):
     """Run the CAN iterations for one chunk of low-confidence rows (in logs).
 
@@ -331,7 +315,7 @@ def _iterate_block(
     scales spread wider (large ``alpha ** n_iter``) is flagged, for the
     computation in logs.
     """
-    log_b = xp.log(block)
+    log_b = xp.log(xp.astype(block, log_prior.dtype))
     # ``u ** alpha`` enters only through the column sums, as the weights of the
     # reference rows; keep it as ``exp(scaled_u - shift)`` with entries <= 1.
     scaled_u = alpha * log_u + log_weight
@@ -492,19 +476,19 @@ def can_rows(
     that the peak is the output plus a few blocks.
     """
     indices = xp.nonzero(low)[0]
-    result = xp.asarray(proba, copy=True) if is_numpy or not indices.shape[0] else None
-    if not indices.shape[0]:
+    n_low, n_classes = indices.shape[0], proba.shape[1]
+    result = xp.asarray(proba, copy=True) if is_numpy or not n_low else None
+    if not n_low:
         return result
-    n_reference = 0
-    if reference is not None:
-        selected = weight > 0
-        n_reference = int(xp.sum(xp.astype(selected, xp.int64)))
+    selected = None if reference is None else weight > 0
+    n_reference = 0 if reference is None else int(xp.sum(xp.astype(selected, xp.int64)))
+    confident, width = None, n_classes
     if sums is None and (n_iter == 1 or not n_reference):
         # (with no reference row every iteration returns the prior on the
         # row's support, so one step is the whole answer)
-        checked = [(reference, None)]
-        if reference is not proba:
-            checked.append((proba, indices))
+        checked = [(reference, None)] + (
+            [] if reference is proba else [(proba, indices)]
+        )
         in_logs = alpha != 1 and not _powers_stay_normal(xp, is_numpy, checked, alpha)
         if is_numpy and reference is proba and alpha == 1:
             # With its low rows zeroed, the output's copy of the batch holds
@@ -516,26 +500,23 @@ def can_rows(
                 _column_sums(xp, is_numpy, reference, weight, alpha, in_logs),
                 in_logs,
             )
-    if sums is not None:
-
-        def solve(rows):
-            return _one_step(xp, is_numpy, rows, sums[0], prior, alpha, sums[1]), False
-
+    if sums is None:
+        confident = reference[selected], weight[selected]
+        solve = _iterated_solver(xp, is_numpy, *confident, prior, alpha, n_iter)
+        width = max(n_reference, n_classes)
     else:
-        solve = _iterated_solver(
-            xp, is_numpy, reference[selected], weight[selected], prior, alpha, n_iter
-        )
-    pieces, redo_reference = [], None
-    for block in _blocks(xp, is_numpy, indices.shape[0], proba.shape[1]):
+        solve = functools.partial(_one_step, xp, is_numpy, *sums, prior, alpha)
+    pieces = []
+    for block in _blocks(xp, is_numpy, n_low, width):
         rows = xp.take(proba, indices[block], axis=0)
         corrected, lost = solve(rows)
         row_sums = _row_sums(xp, is_numpy, corrected)
         lost = ~xp.isfinite(row_sums) | (xp.abs(row_sums - 1) > 1e-6) | lost
         if n_reference and bool(xp.any(lost)):
-            if redo_reference is None:  # (the confident rows, copied once)
-                redo_reference = reference[selected], weight[selected]
+            if confident is None:  # (the confident rows, copied once)
+                confident = reference[selected], weight[selected]
             redone = _log_domain(
-                xp, is_numpy, rows[lost], *redo_reference, prior, alpha, n_iter
+                xp, is_numpy, rows[lost], *confident, prior, alpha, n_iter
             )
             corrected = _put_rows(xp, is_numpy, corrected, lost, redone)
         if is_numpy:
