@@ -17,7 +17,6 @@ from skprior._utils._array_api import (
     is_dask,
     logsumexp,
     numpy_namespace,
-    to_host,
     work_dtype,
 )
 from skprior._utils._constraints import constraints
@@ -242,40 +241,43 @@ def alternating_normalization(
         proba, row_max, row_sums = check_proba_lazy(xp, proba), None, None
     n_classes = proba.shape[1]
     prior = check_train_prior(prior, n_classes, name="prior")
-    k = resolve_k(k, n_classes, uncertainty)
+    args = (resolve_k(k, n_classes, uncertainty), tau, uncertainty)
     weight = None
     if reference is not None:
-        reference, weight = _check_reference(
-            xp, is_numpy, proba, reference, reference_weight
+        reference, weight = _confident_reference(
+            xp, is_numpy, proba, reference, reference_weight, args
         )
     elif reference_weight is not None:
-        _refuse_reference_weight()
-    args = (k, tau, uncertainty)
+        raise ValueError(
+            "reference_weight weighs the rows of reference, but no reference was "
+            "given (the batch is its own reference, each row counted once). Pass "
+            "reference= as well, or drop reference_weight."
+        )
     if is_dask(xp):
-        out, counts = _can_dask(proba, prior, args, alpha, n_iter, reference, weight)
+        out, n_low, n_reference = _can_dask(
+            proba, prior, args, alpha, n_iter, reference, weight
+        )
     else:
         dtype = work_dtype(xp, device_of(proba))
-        prior = from_host(xp, prior, device_of(proba), dtype)
         low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
         if reference is None:
             reference, weight = proba, xp.astype(~low, dtype)
-        else:
-            weight = xp.where(
-                low_confidence(xp, is_numpy, reference, *args), 0.0, weight
-            )
-        counts = to_host(
-            xp, *(xp.sum(xp.astype(v, xp.int64)) for v in (low, weight > 0))
-        )
-        out = can_rows(
+        prior = from_host(xp, prior, device_of(proba), dtype)
+        out, n_low, n_reference = can_rows(
             xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter
         )
-    if counts is not None and counts[0] and not counts[1]:
-        _warn_no_reference(int(counts[0]), tau)
+    if n_low and not n_reference:
+        warn_user(
+            f"CAN found {int(n_low)} low-confidence rows but no confident "
+            f"reference row (uncertainty < tau={tau}); every low-confidence row "
+            f"is replaced by the prior. Lower tau, or use a reference set (the "
+            f"`reference` argument, or reference='fit' in CANClassifier)."
+        )
     return out
 
 
-def _check_reference(xp, is_numpy, proba, reference, reference_weight):
-    """The checked reference and its weights, beside ``proba``.
+def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args):
+    """The checked reference, and its weights with its low-confidence rows at 0.
 
     On the host for NumPy and Dask (where CAN holds it in memory), else on
     the device of ``proba``.
@@ -287,6 +289,7 @@ def _check_reference(xp, is_numpy, proba, reference, reference_weight):
         )
     name = "reference_weight"
     if is_numpy or is_dask(xp):
+        xp, is_numpy = numpy_namespace(), True
         reference = check_proba(reference, name="reference")
         weight = check_sample_weight(reference_weight, reference.shape[0], name=name)
     else:
@@ -299,7 +302,9 @@ def _check_reference(xp, is_numpy, proba, reference, reference_weight):
             f"reference has {reference.shape[1]} columns but proba has "
             f"{proba.shape[1]}; both must list the same classes."
         )
-    return reference, weight
+    return reference, xp.where(
+        low_confidence(xp, is_numpy, reference, *args), 0.0, weight
+    )
 
 
 def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
@@ -312,67 +317,42 @@ def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
     underflow, with the numbers of rows) and then a lazy map; ``d > 1`` would
     need all the confident rows in memory at each step, and is refused.
     Returns the lazy result and, from the pass, the numbers of low-confidence
-    and of confident rows (``None`` without it).
+    and of confident rows (0 and ``None`` without it).
     """
-    np_xp, in_logs = numpy_namespace(), alpha != 1
-
-    def low_of(block):
-        return low_confidence(np_xp, True, block, *args)
-
-    if reference is not None:
-        weight = np.where(low_of(reference), 0.0, weight)
-
-        def correct(block):
-            low = low_of(block)
-            return can_rows(
-                np_xp, True, block, prior, low, reference, weight, alpha, n_iter
+    np_xp, sums, counts = numpy_namespace(), None, (0, None)
+    if reference is None:
+        if n_iter > 1:
+            raise ValueError(
+                f"CAN with n_iter={n_iter} on a Dask array needs a reference held "
+                f"in memory: with the batch as its own reference every "
+                f"low-confidence row depends on all confident rows at every step. "
+                f"Pass reference= a NumPy array (for example held-out outputs, or "
+                f"the confident rows of a sample of the batch), or use n_iter=1."
             )
+        in_logs = alpha != 1
 
-        return proba.map_blocks(correct, dtype=proba.dtype), None
-    if n_iter > 1:
-        raise ValueError(
-            f"CAN with n_iter={n_iter} on a Dask array needs a reference held in "
-            f"memory: with the batch as its own reference every low-confidence "
-            f"row depends on all confident rows at every step. Pass reference= "
-            f"a NumPy array (for example held-out outputs, or the confident rows "
-            f"of a sample of the batch), or use n_iter=1."
+        @np.errstate(divide="ignore")
+        def confident_sums(block):
+            low = low_confidence(np_xp, True, block, *args)
+            weight = (~low).astype(np.float64)
+            sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
+            return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
+
+        chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
+        partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
+        partial = partial.compute()  # the one pass
+        sums, counts = partial[:, :-2], partial[:, -2:].sum(axis=0)
+        sums = logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0)
+        sums = sums, in_logs
+
+    def correct(block):
+        low = low_confidence(np_xp, True, block, *args)
+        out = can_rows(
+            np_xp, True, block, prior, low, reference, weight, alpha, n_iter, sums
         )
+        return out[0]
 
-    @np.errstate(divide="ignore")
-    def confident_sums(block):
-        low = low_of(block)
-        weight = (~low).astype(np.float64)
-        sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
-        return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
-
-    chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
-    partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
-    partial = partial.compute()  # the one pass
-    sums = partial[:, :-2]
-    sums = (logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0), in_logs)
-
-    def correct_one_step(block):
-        low = low_of(block)
-        return can_rows(np_xp, True, block, prior, low, None, None, alpha, 1, sums)
-
-    return proba.map_blocks(correct_one_step, dtype=proba.dtype), partial[:, -2:].sum(0)
-
-
-def _refuse_reference_weight():
-    raise ValueError(
-        "reference_weight weighs the rows of reference, but no reference was "
-        "given (the batch is its own reference, each row counted once). Pass "
-        "reference= as well, or drop reference_weight."
-    )
-
-
-def _warn_no_reference(n_low, tau):
-    warn_user(
-        f"CAN found {n_low} low-confidence rows but no confident "
-        f"reference row (uncertainty < tau={tau}); every low-confidence row is "
-        f"replaced by the prior. Lower tau, or use a reference set (the "
-        f"`reference` argument, or reference='fit' in CANClassifier)."
-    )
+    return proba.map_blocks(correct, dtype=proba.dtype), *counts
 
 
 class CANClassifier(BasePriorClassifier):

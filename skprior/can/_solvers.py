@@ -461,6 +461,9 @@ def can_rows(
 ):
     """CAN's output for the whole batch, given the mask ``low`` of its rows to correct.
 
+    Returns the output and the numbers of low-confidence and of confident
+    rows (``None`` when ``low`` is empty or ``sums`` is given).
+
     ``reference`` holds the candidate confident rows and ``weight`` their
     weights, 0 for the low-confidence ones (``reference`` is ``proba`` itself
     when the batch is its own reference). Confident rows come back unchanged;
@@ -479,9 +482,11 @@ def can_rows(
     n_low, n_classes = indices.shape[0], proba.shape[1]
     result = xp.asarray(proba, copy=True) if is_numpy or not n_low else None
     if not n_low:
-        return result
+        return result, 0, None
     selected = None if reference is None else weight > 0
-    n_reference = 0 if reference is None else int(xp.sum(xp.astype(selected, xp.int64)))
+    n_reference = (
+        None if reference is None else int(xp.sum(xp.astype(selected, xp.int64)))
+    )
     confident, width = None, n_classes
     if sums is None and (n_iter == 1 or not n_reference):
         # (with no reference row every iteration returns the prior on the
@@ -523,4 +528,6 @@ def can_rows(
             result[indices[block]] = corrected
         else:
             pieces.append(corrected)
-    return result if is_numpy else _put_rows(xp, False, proba, low, xp.concat(pieces))
+    if not is_numpy:
+        result = _put_rows(xp, False, proba, low, xp.concat(pieces))
+    return result, n_low, n_reference
