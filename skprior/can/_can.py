@@ -104,12 +104,6 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     xp, is_numpy = get_namespace(proba)
     proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     k = resolve_k(k, proba.shape[1], kind)
-    if is_dask(xp):  # (the NumPy form on each block)
-        return proba.rechunk({1: -1}).map_blocks(
-            lambda block: topk_uncertainty(numpy_namespace(), True, block, k, kind),
-            drop_axis=1,
-            dtype=np.float64,
-        )
     return topk_uncertainty(xp, is_numpy, proba, k, kind)
 
 

@@ -39,7 +39,6 @@ from scipy.optimize import brentq
 from scipy.special import entr as scipy_entr
 
 from skprior._utils._array_api import (
-    XP_BLOCK_ELEMENTS,
     blocks,
     device_of,
     entr,
@@ -80,11 +79,8 @@ def _top_k(xp, is_numpy, rows, k, overwrite):
     """
     if not is_numpy:
         return top_k(xp, rows, k)
-    as_int, cut = integer_view(rows), rows.shape[1] - k
-    if overwrite:
-        as_int.partition(cut, axis=1)
-    else:
-        as_int = np.partition(as_int, cut, axis=1)
+    as_int, cut = integer_view(rows if overwrite else rows.copy()), rows.shape[1] - k
+    as_int.partition(cut, axis=1)
     return as_int[:, cut:].view(rows.dtype)
 
 
@@ -118,10 +114,8 @@ def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
         # (a uniform row rounds to 1 +- a few ulps: kept in [0, 1] as documented)
         return xp.clip(entropy, max=1.0)
 
-    pieces = [
-        one_block(proba[block, :]) for block in _blocks(xp, is_numpy, *proba.shape)
-    ]
-    return pieces[0] if len(pieces) == 1 else xp.concat(pieces)
+    blocks_ = _blocks(xp, is_numpy, *proba.shape)
+    return xp.concat([one_block(proba[block, :]) for block in blocks_])
 
 
 def _entropy_bound(top_share, k):
@@ -322,8 +316,7 @@ def _iterate_block(
     shift = xp.max(scaled_u, axis=1, keepdims=True)
     u_alpha = xp.exp(scaled_u - shift)
     spread = xp.min(scaled_u, axis=1) - shift[:, 0]  # (shared by all rows at t = 0)
-    lost = xp.zeros(block.shape[0], dtype=xp.bool, device=device_of(block))
-    lost = lost | (spread < -_SAFE_LOG_RANGE)
+    lost = xp.broadcast_to(spread < -_SAFE_LOG_RANGE, (block.shape[0],))
     weight = xp.exp(log_weight)
     for t, power in enumerate(powers):
         # A reference row of weight w counts as w copies of itself in the
@@ -352,45 +345,33 @@ def _iterate_block(
             smallest = xp.min(u_alpha, axis=1, keepdims=True)
             u_alpha = xp.divide(smallest, u_alpha, **in_place)
             if alpha != 1:
-                u_alpha = (
-                    xp.pow(u_alpha, alpha, **in_place) if is_numpy else u_alpha**alpha
-                )
+                u_alpha = xp.pow(u_alpha, alpha, **in_place)
             u_alpha *= weight
             shift = -alpha * (xp.log(smallest) + h_shift)
             log_v = log_h
-            log_spread = xp.log(xp.min(u_alpha, axis=1)) - xp.log(
-                xp.max(u_alpha, axis=1)
-            )
-            lost = lost | ~(log_spread >= -_SAFE_LOG_RANGE)  # (NaN counts as lost)
+            spread = xp.log(xp.min(u_alpha, axis=1)) - xp.log(xp.max(u_alpha, axis=1))
+            lost = lost | ~(spread >= -_SAFE_LOG_RANGE)  # (NaN counts as lost)
     return xp.exp(log_b), lost
 
 
 def _sparse_logsumexp(terms, axis):
     """``logsumexp(terms, axis)`` over the terms within ``e**50`` of the largest.
 
-    NumPy, for ``terms`` of shape ``(1, n, m)`` (one row of the log form).
-
-    Each of the others adds less than ``e**-50 = 2e-22`` of the largest, and
-    they are most of the terms when ``terms`` spans a wide range: only the
-    kept ones are exponentiated. (An all ``-inf`` line keeps nothing and
-    gives ``-inf``.)
+    NumPy. Each of the others adds less than ``e**-50 = 2e-22`` of the
+    largest, and they are most of the terms when ``terms`` spans a wide range:
+    only the kept ones are exponentiated. (An all ``-inf`` line keeps nothing
+    and gives ``-inf``.)
     """
-    terms, axis = terms[0], axis - 1
-    peak = terms.max(axis=axis, keepdims=True)
-    keep = terms > peak - 50.0
-    if axis == 0:
-        i, j = np.nonzero(keep.T)[::-1]  # grouped by column j
-        groups, n_groups = j, terms.shape[1]
-    else:
-        i, j = np.nonzero(keep)  # grouped by row i
-        groups, n_groups = i, terms.shape[0]
-    out = np.full(n_groups, -np.inf)
-    if groups.size:
-        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-        shift = peak.reshape(-1)[groups]
-        total = np.add.reduceat(np.exp(terms[i, j] - shift), starts)
-        out[groups[starts]] = np.log(total) + shift[starts]
-    return out[None]
+    lines = np.moveaxis(terms, axis, -1)
+    shape, lines = lines.shape[:-1], lines.reshape(-1, lines.shape[-1])
+    peak = lines.max(axis=1)
+    i, j = np.nonzero(lines > peak[:, None] - 50.0)  # grouped by line i
+    out = np.full(lines.shape[0], -np.inf)
+    if i.size:
+        starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
+        total = np.add.reduceat(np.exp(lines[i, j] - peak[i]), starts)
+        out[i[starts]] = np.log(total) + peak[i[starts]]
+    return out.reshape(shape)
 
 
 def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
@@ -399,11 +380,10 @@ def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
     The same factored iteration as :func:`_iterate_block`, with ``u``, ``v``
     and ``R_t = A0**(alpha**t)`` (scaled) all kept in logs, so nothing under-
     or overflows at any ``alpha ** n_iter``; the cost is of order
-    ``n_reference * n_classes * n_iter`` per row. NumPy goes one row at a
-    time and sums over ``R_t`` only the terms within ``e**50`` of the largest
+    ``n_reference * n_classes * n_iter`` per row, in blocks of rows. NumPy
+    sums over ``R_t`` only the terms within ``e**50`` of the largest
     (:func:`_sparse_logsumexp`), which are few when ``alpha ** t`` is large,
-    as it is where the fast form fails; the others go in blocks of rows, with
-    dense sums.
+    as it is where the fast form fails.
     """
     reference = xp.astype(reference, prior.dtype)
     log_row_max = xp.log(xp.max(reference, axis=1))
@@ -411,16 +391,12 @@ def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
     log_col_max = xp.max(log_reference, axis=0)
     log_col_max = xp.where(xp.isfinite(log_col_max), log_col_max, 0.0)
     log_base = (log_reference - log_col_max)[None, :, :]  # rows, columns: max 0
+    n_classes = reference.shape[1]
     log_prior, log_weight = xp.log(prior), xp.log(weight)
     lse = _sparse_logsumexp if is_numpy else functools.partial(logsumexp, xp)
-    step = (
-        1
-        if is_numpy
-        else max(1, XP_BLOCK_ELEMENTS // (reference.shape[0] * reference.shape[1]))
-    )
     pieces = []
-    for start in range(0, rows.shape[0], step):
-        block = rows[start : min(start + step, rows.shape[0]), :]
+    for block in _blocks(xp, is_numpy, rows.shape[0], log_base.shape[1] * n_classes):
+        block = rows[block, :]
         log_b = xp.log(xp.astype(block, prior.dtype))
         log_u, log_v, power = log_row_max[None, :], log_col_max[None, :], 1.0
         for t in range(n_iter):
@@ -483,17 +459,16 @@ def can_rows(
     result = xp.asarray(proba, copy=True) if is_numpy or not n_low else None
     if not n_low:
         return result, 0, None
-    selected = None if reference is None else weight > 0
-    n_reference = (
-        None if reference is None else int(xp.sum(xp.astype(selected, xp.int64)))
-    )
-    confident, width = None, n_classes
+    confident, width, n_reference = None, n_classes, None
+    if sums is None:
+        selected = weight > 0
+        n_reference = int(xp.sum(xp.astype(selected, xp.int64)))
     if sums is None and (n_iter == 1 or not n_reference):
         # (with no reference row every iteration returns the prior on the
         # row's support, so one step is the whole answer)
-        checked = [(reference, None)] + (
-            [] if reference is proba else [(proba, indices)]
-        )
+        checked = [(reference, None)]
+        if reference is not proba:
+            checked.append((proba, indices))
         in_logs = alpha != 1 and not _powers_stay_normal(xp, is_numpy, checked, alpha)
         if is_numpy and reference is proba and alpha == 1:
             # With its low rows zeroed, the output's copy of the batch holds
@@ -501,10 +476,8 @@ def can_rows(
             result[low] = 0
             sums = column_sums(result), False
         else:
-            sums = (
-                _column_sums(xp, is_numpy, reference, weight, alpha, in_logs),
-                in_logs,
-            )
+            total = _column_sums(xp, is_numpy, reference, weight, alpha, in_logs)
+            sums = total, in_logs
     if sums is None:
         confident = reference[selected], weight[selected]
         solve = _iterated_solver(xp, is_numpy, *confident, prior, alpha, n_iter)
