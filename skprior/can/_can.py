@@ -3,7 +3,7 @@
 The array functions :func:`topk_entropy` and :func:`alternating_normalization`,
 then the estimator :class:`CANClassifier` that calls them. The numerics,
 written once for every array namespace, are in ``_solvers.py``; a Dask array
-runs their NumPy form on each of its blocks (:func:`_can_dask`).
+runs their NumPy form on each of its blocks.
 """
 
 import numpy as np
@@ -15,7 +15,6 @@ from skprior._utils._array_api import (
     from_host,
     get_namespace,
     is_dask,
-    logsumexp,
     numpy_namespace,
     work_dtype,
 )
@@ -41,12 +40,7 @@ from skprior._utils._validation_xp import (
     check_proba_xp,
     check_sample_weight_xp,
 )
-from skprior.can._solvers import (
-    _column_sums,
-    can_rows,
-    low_confidence,
-    topk_uncertainty,
-)
+from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
 
 @validate_params(
@@ -248,7 +242,7 @@ def alternating_normalization(
             "reference= as well, or drop reference_weight."
         )
     if is_dask(xp):
-        out, n_low, n_reference = _can_dask(
+        out, n_low, n_reference = can_dask(
             proba, prior, args, alpha, n_iter, reference, weight
         )
     else:
@@ -301,52 +295,7 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
     )
 
 
-def _can_dask(proba, prior, args, alpha, n_iter, reference, weight):
-    """:func:`alternating_normalization` on a Dask array: a lazy map.
-
-    Each block runs the NumPy form. A reference held in memory makes every
-    row independent: a lazy map for any ``d``. With the batch as its own
-    reference, ``d = 1`` takes one pass for the column sums of its confident
-    rows (a ``K``-vector, in logs for ``alpha != 1``, where a power may
-    underflow, with the numbers of rows) and then a lazy map; ``d > 1`` would
-    need all the confident rows in memory at each step, and is refused.
-    Returns the lazy result and, from the pass, the numbers of low-confidence
-    and of confident rows (0 and ``None`` without it).
-    """
-    np_xp, sums, counts = numpy_namespace(), None, (0, None)
-    if reference is None:
-        if n_iter > 1:
-            raise ValueError(
-                f"CAN with n_iter={n_iter} on a Dask array needs a reference held "
-                f"in memory: with the batch as its own reference every "
-                f"low-confidence row depends on all confident rows at every step. "
-                f"Pass reference= a NumPy array (for example held-out outputs, or "
-                f"the confident rows of a sample of the batch), or use n_iter=1."
-            )
-        in_logs = alpha != 1
-
-        @np.errstate(divide="ignore")
-        def confident_sums(block):
-            low = low_confidence(np_xp, True, block, *args)
-            weight = (~low).astype(np.float64)
-            sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
-            return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
-
-        chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
-        partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
-        partial = partial.compute()  # the one pass
-        sums, counts = partial[:, :-2], partial[:, -2:].sum(axis=0)
-        sums = logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0)
-        sums = sums, in_logs
-
-    def correct(block):
-        low = low_confidence(np_xp, True, block, *args)
-        out = can_rows(
-            np_xp, True, block, prior, low, reference, weight, alpha, n_iter, sums
-        )
-        return out[0]
-
-    return proba.map_blocks(correct, dtype=proba.dtype), *counts
+_CAN_PARAMETERS = ("k", "tau", "alpha", "n_iter", "uncertainty")
 
 
 class CANClassifier(BasePriorClassifier):
@@ -494,11 +443,7 @@ class CANClassifier(BasePriorClassifier):
         return alternating_normalization(
             proba,
             self.train_prior_,
-            k=self.k,
-            tau=self.tau,
-            alpha=self.alpha,
-            n_iter=self.n_iter,
             reference=reference,
             reference_weight=self.reference_weight_ if reference is not None else None,
-            uncertainty=self.uncertainty,
+            **{name: getattr(self, name) for name in _CAN_PARAMETERS},
         )

@@ -42,8 +42,8 @@ from skprior._utils._array_api import (
     blocks,
     device_of,
     entr,
-    from_host,
     logsumexp,
+    numpy_namespace,
     top_k,
     work_dtype,
 )
@@ -95,8 +95,9 @@ def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
     n_classes = proba.shape[1]
     ent = scipy_entr if is_numpy else functools.partial(entr, xp)
     if kind == "max_over_k":
-        log_j = np.log(np.arange(2, n_classes + 1))
-        log_j = from_host(xp, log_j, device_of(proba), dtype)
+        log_j = xp.log(
+            xp.arange(2, n_classes + 1, dtype=dtype, device=device_of(proba))
+        )
 
     def one_block(rows):
         if kind == "max_over_k":
@@ -216,12 +217,9 @@ def _column_sums(xp, is_numpy, reference, weight, alpha, in_logs):
         return np.einsum(
             "i,ij->j", weight, reference, dtype=np.float64, casting="unsafe"
         )
-    device = device_of(reference)
-    dtype = work_dtype(xp, device)
+    dtype = work_dtype(xp, device_of(reference))
     selected = xp.nonzero(weight > 0)[0]
-    total = xp.full(
-        reference.shape[1], -xp.inf if in_logs else 0.0, dtype=dtype, device=device
-    )
+    total = xp.full_like(reference[0, :], -xp.inf if in_logs else 0.0, dtype=dtype)
     for block in _blocks(xp, is_numpy, selected.shape[0], reference.shape[1]):
         rows = selected[block]
         values = xp.astype(xp.take(reference, rows, axis=0), dtype)
@@ -258,9 +256,7 @@ def _one_step(xp, is_numpy, column_sums, in_logs, prior, alpha, rows):
     if not is_numpy:
         out = xp.where(out == 0, 1.0, out)
     elif (empty := np.flatnonzero(column_sums == 0)).size:
-        block = out[:, empty]
-        block[block == 0] = 1.0
-        out[:, empty] = block
+        out[:, empty] = np.where(out[:, empty] == 0, 1.0, out[:, empty])
     out = xp.divide(rows_alpha, out, **({"out": out} if is_numpy else {}))
     out *= prior
     out *= (1.0 / _row_sums(xp, is_numpy, out))[:, None]
@@ -504,3 +500,51 @@ def can_rows(
     if not is_numpy:
         result = _put_rows(xp, False, proba, low, xp.concat(pieces))
     return result, n_low, n_reference
+
+
+def can_dask(proba, prior, args, alpha, n_iter, reference, weight):
+    """:func:`skprior.alternating_normalization` on a Dask array: a lazy map.
+
+    Each block runs the NumPy form. A reference held in memory makes every
+    row independent: a lazy map for any ``d``. With the batch as its own
+    reference, ``d = 1`` takes one pass for the column sums of its confident
+    rows (a ``K``-vector, in logs for ``alpha != 1``, where a power may
+    underflow, with the numbers of rows) and then a lazy map; ``d > 1`` would
+    need all the confident rows in memory at each step, and is refused.
+    Returns the lazy result and, from the pass, the numbers of low-confidence
+    and of confident rows (0 and ``None`` without it).
+    """
+    np_xp, sums, counts = numpy_namespace(), None, (0, None)
+    if reference is None:
+        if n_iter > 1:
+            raise ValueError(
+                f"CAN with n_iter={n_iter} on a Dask array needs a reference held "
+                f"in memory: with the batch as its own reference every "
+                f"low-confidence row depends on all confident rows at every step. "
+                f"Pass reference= a NumPy array (for example held-out outputs, or "
+                f"the confident rows of a sample of the batch), or use n_iter=1."
+            )
+        in_logs = alpha != 1
+
+        @np.errstate(divide="ignore")
+        def confident_sums(block):
+            low = low_confidence(np_xp, True, block, *args)
+            weight = (~low).astype(np.float64)
+            sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
+            return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
+
+        chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
+        partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
+        partial = partial.compute()  # the one pass
+        sums, counts = partial[:, :-2], partial[:, -2:].sum(axis=0)
+        sums = logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0)
+        sums = sums, in_logs
+
+    def correct(block):
+        low = low_confidence(np_xp, True, block, *args)
+        out = can_rows(
+            np_xp, True, block, prior, low, reference, weight, alpha, n_iter, sums
+        )
+        return out[0]
+
+    return proba.map_blocks(correct, dtype=proba.dtype), *counts
