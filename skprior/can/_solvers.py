@@ -94,10 +94,6 @@ def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
     dtype = work_dtype(xp, device_of(proba))
     n_classes = proba.shape[1]
     ent = scipy_entr if is_numpy else functools.partial(entr, xp)
-    if kind == "max_over_k":
-        log_j = xp.log(
-            xp.arange(2, n_classes + 1, dtype=dtype, device=device_of(proba))
-        )
 
     def one_block(rows):
         if kind == "max_over_k":
@@ -105,7 +101,8 @@ def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
             mass = xp.cumulative_sum(ordered, axis=1)[:, 1:]
             plogp = -xp.cumulative_sum(ent(ordered), axis=1)[:, 1:]
             # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
-            entropy = xp.max((xp.log(mass) - plogp / mass) / log_j, axis=1)
+            j = xp.arange(2, n_classes + 1, dtype=dtype, device=device_of(rows))
+            entropy = xp.max((xp.log(mass) - plogp / mass) / xp.log(j), axis=1)
         else:
             top = xp.astype(_top_k(xp, is_numpy, rows, k, overwrite), dtype)
             if kind == "renormalized":
@@ -387,13 +384,12 @@ def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
     log_col_max = xp.max(log_reference, axis=0)
     log_col_max = xp.where(xp.isfinite(log_col_max), log_col_max, 0.0)
     log_base = (log_reference - log_col_max)[None, :, :]  # rows, columns: max 0
-    n_classes = reference.shape[1]
+    n_terms = reference.shape[0] * reference.shape[1]
     log_prior, log_weight = xp.log(prior), xp.log(weight)
     lse = _sparse_logsumexp if is_numpy else functools.partial(logsumexp, xp)
     pieces = []
-    for block in _blocks(xp, is_numpy, rows.shape[0], log_base.shape[1] * n_classes):
-        block = rows[block, :]
-        log_b = xp.log(xp.astype(block, prior.dtype))
+    for block in _blocks(xp, is_numpy, rows.shape[0], n_terms):
+        log_b = xp.log(xp.astype(rows[block, :], prior.dtype))
         log_u, log_v, power = log_row_max[None, :], log_col_max[None, :], 1.0
         for t in range(n_iter):
             power *= alpha
@@ -413,15 +409,12 @@ def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
     return xp.concat(pieces)
 
 
-def _put_rows(xp, is_numpy, target, mask, values):
+def _put_rows(xp, target, mask, values):
     """``target`` with its rows where ``mask`` holds replaced by ``values``.
 
-    In place on NumPy; elsewhere without data-dependent writes: row i of the
+    Without data-dependent writes, which the standard lacks: row i of the
     output is row (number of masked rows before i) of ``values``.
     """
-    if is_numpy:
-        target[mask] = values
-        return target
     position = xp.cumulative_sum(xp.astype(mask, xp.int64)) - 1
     values = xp.take(values, xp.clip(position, min=0), axis=0)
     return xp.where(mask[:, None], xp.astype(values, target.dtype), target)
@@ -492,13 +485,13 @@ def can_rows(
             redone = _log_domain(
                 xp, is_numpy, rows[lost], *confident, prior, alpha, n_iter
             )
-            corrected = _put_rows(xp, is_numpy, corrected, lost, redone)
+            corrected = _put_rows(xp, corrected, lost, redone)
         if is_numpy:
             result[indices[block]] = corrected
         else:
             pieces.append(corrected)
     if not is_numpy:
-        result = _put_rows(xp, False, proba, low, xp.concat(pieces))
+        result = _put_rows(xp, proba, low, xp.concat(pieces))
     return result, n_low, n_reference
 
 
@@ -542,9 +535,7 @@ def can_dask(proba, prior, args, alpha, n_iter, reference, weight):
 
     def correct(block):
         low = low_confidence(np_xp, True, block, *args)
-        out = can_rows(
-            np_xp, True, block, prior, low, reference, weight, alpha, n_iter, sums
-        )
-        return out[0]
+        given = (reference, weight, alpha, n_iter, sums)
+        return can_rows(np_xp, True, block, prior, low, *given)[0]
 
     return proba.map_blocks(correct, dtype=proba.dtype), *counts
