@@ -7,7 +7,7 @@ function takes the namespace ``xp`` and ``is_numpy``
 forms of its own (a partition on an integer view, a screen by the row maximum,
 sums 16 rows at a time, updates in place, row blocks of ``BLOCK_ELEMENTS``);
 the others compute on their device, in blocks of ``XP_BLOCK_ELEMENTS``. A Dask
-array is a map of the NumPy form over its blocks (``_can.py``).
+array is a map of the NumPy form over its blocks (:func:`can_dask`).
 
 How the fast forms follow from the per-row algorithm
 ----------------------------------------------------
