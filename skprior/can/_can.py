@@ -290,9 +290,8 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
             f"reference has {reference.shape[1]} columns but proba has "
             f"{proba.shape[1]}; both must list the same classes."
         )
-    return reference, xp.where(
-        low_confidence(xp, is_numpy, reference, *args), 0.0, weight
-    )
+    low = low_confidence(xp, is_numpy, reference, *args)
+    return reference, xp.where(low, 0.0, weight)
 
 
 _CAN_PARAMETERS = ("k", "tau", "alpha", "n_iter", "uncertainty")
