@@ -183,8 +183,8 @@ def _powers_stay_normal(xp, is_numpy, parts, alpha):
     so for ``alpha < 1``, which raises small entries. ``parts`` holds
     ``(array, rows)`` pairs, ``rows`` the indices of the rows to check or
     ``None`` for all; the check goes block by block, so that its masks (and
-    the selected rows) stay the size of one block, with one transfer to the
-    host for all blocks.
+    the selected rows) stay the size of one block, and every block's flag is
+    queued before the first is read (one wait on a device).
     """
     if alpha < 1:
         return True
