@@ -252,6 +252,46 @@ def test_alternating_normalization_log_domain_rows(to_backend):
     _close(result, expected, np.float64, scale=1e3)
 
 
+@pytest.mark.parametrize("n_iter", [1, 2])
+def test_alternating_normalization_reference_weight(to_backend, outputs, n_iter):
+    """Weighted reference rows (weights on the host or the device) give
+    NumPy's result, a weight of 2 counting a row twice."""
+    proba, reference = outputs[0][:200], outputs[0][1000:1300]
+    weight = np.arange(300) % 3
+    prior = np.full(10, 0.1)
+    kwargs = dict(tau=0.3, n_iter=n_iter)
+    expected = alternating_normalization(
+        proba, prior, reference=reference, reference_weight=weight, **kwargs
+    )
+    for given in (weight, to_backend(weight.astype(np.float64))):
+        result = alternating_normalization(
+            to_backend(proba),
+            prior,
+            reference=reference,
+            reference_weight=given,
+            **kwargs,
+        )
+        _close(result, expected, np.float64, scale=10)
+
+
+def test_alternating_normalization_same_warning_and_errors(to_backend, outputs):
+    """No confident row warns as on NumPy (every corrected row the prior on
+    its support); a reference with other columns and reference_weight without
+    reference are refused with NumPy's messages."""
+    proba, prior = outputs[0][:50], np.full(10, 0.1)
+    with pytest.warns(UserWarning, match="no confident reference row"):
+        expected = alternating_normalization(proba, prior, tau=0.0)
+    with pytest.warns(UserWarning, match="no confident reference row"):
+        result = alternating_normalization(to_backend(proba), prior, tau=0.0)
+    _close(result, expected, np.float64)
+    with pytest.raises(ValueError, match="reference has 9 columns but proba has 10"):
+        alternating_normalization(
+            to_backend(proba), prior, reference=np.full((4, 9), 1 / 9)
+        )
+    with pytest.raises(ValueError, match="but no reference was given"):
+        alternating_normalization(to_backend(proba), prior, reference_weight=[1.0])
+
+
 # -- calibration metrics --------------------------------------------------------------
 
 

@@ -192,6 +192,17 @@ def test_can_with_reference_any_d_is_lazy(outputs):
     np.testing.assert_allclose(result.compute(), expected, atol=TOL)
 
 
+def test_can_one_step_warns_without_confident_rows(outputs):
+    """The counts of the one pass give NumPy's warning when no row is
+    confident, and every row becomes the prior on its support."""
+    proba, prior = outputs[0][:900], np.full(10, 0.1)
+    with pytest.warns(UserWarning, match="no confident reference row"):
+        expected = alternating_normalization(proba, prior, tau=0.0)
+    with pytest.warns(UserWarning, match="no confident reference row"):
+        result = alternating_normalization(_lazy(proba), prior, tau=0.0)
+    np.testing.assert_allclose(result.compute(), expected, atol=TOL)
+
+
 def test_can_iterated_without_reference_refused(outputs):
     """d > 1 with the batch as its own reference is refused with the fix."""
     with pytest.raises(ValueError, match="needs a reference held in memory"):

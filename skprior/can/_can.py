@@ -1,15 +1,23 @@
 """CAN: Classification with Alternating Normalization (Jia et al., 2021).
 
 The array functions :func:`topk_entropy` and :func:`alternating_normalization`,
-then the estimator :class:`CANClassifier` that calls them. The numerics (the
-screening of confident rows and the fast exact forms of the per-row algorithm)
-are in ``_can_solvers.py``.
+then the estimator :class:`CANClassifier` that calls them. The numerics,
+written once for every array namespace, are in ``_solvers.py``; a Dask array
+runs their NumPy form on each of its blocks.
 """
 
 import numpy as np
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import namespace_of
+from skprior._utils._array_api import (
+    _is_foreign,
+    device_of,
+    from_host,
+    get_namespace,
+    is_dask,
+    numpy_namespace,
+    work_dtype,
+)
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_ALPHA,
@@ -27,9 +35,12 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_sample_weight
-from skprior._utils._validation_xp import check_proba_xp
-from skprior.can._solvers import can_rows, low_confidence, topk_uncertainty
-from skprior.can._xp import alternating_normalization_xp, topk_uncertainty_xp
+from skprior._utils._validation_xp import (
+    check_proba_lazy,
+    check_proba_xp,
+    check_sample_weight_xp,
+)
+from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
 
 @validate_params(
@@ -84,14 +95,10 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     >>> topk_entropy(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]), k=2)
     array([0., 1.])
     """
-    xp = namespace_of(proba)
-    if xp is not None:
-        proba = check_proba_xp(xp, proba)
-        k = resolve_k(k, proba.shape[1], kind)
-        return topk_uncertainty_xp(xp, proba, k, kind)
-    proba = check_proba(proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     k = resolve_k(k, proba.shape[1], kind)
-    return topk_uncertainty(proba, k, kind)
+    return topk_uncertainty(xp, is_numpy, proba, k, kind)
 
 
 @validate_params(
@@ -215,71 +222,79 @@ def alternating_normalization(
     array([[0.  , 1.  ],
            [0.75, 0.25]])
     """
-    xp = namespace_of(proba, reference)
-    if xp is not None:
-        n_classes = proba.shape[1]
-        prior = check_train_prior(prior, n_classes, name="prior")
-        if reference_weight is not None and reference is None:
-            _refuse_reference_weight()
-        out, counts = alternating_normalization_xp(
-            xp,
-            proba,
-            prior,
-            resolve_k(k, n_classes, uncertainty),
-            tau,
-            alpha,
-            n_iter,
-            reference,
-            reference_weight,
-            uncertainty,
-        )
-        if counts is not None and counts[0] and not counts[1]:
-            _warn_no_reference(counts[0], tau)
-        return out
-    proba, row_max, row_sums = check_proba_with_row_max(proba)
+    xp, is_numpy = get_namespace(proba, reference)
+    if is_numpy:
+        proba, row_max, row_sums = check_proba_with_row_max(proba)
+    else:
+        proba, row_max, row_sums = check_proba_lazy(xp, proba), None, None
     n_classes = proba.shape[1]
     prior = check_train_prior(prior, n_classes, name="prior")
-    k = resolve_k(k, n_classes, uncertainty)
+    args = (resolve_k(k, n_classes, uncertainty), tau, uncertainty)
+    weight = None
     if reference is not None:
-        reference = check_proba(reference, name="reference")
-        if reference.shape[1] != n_classes:
-            raise ValueError(
-                f"reference has {reference.shape[1]} columns but proba has "
-                f"{n_classes}; both must list the same classes."
-            )
-        weight = check_sample_weight(
-            reference_weight, reference.shape[0], name="reference_weight"
+        reference, weight = _confident_reference(
+            xp, is_numpy, proba, reference, reference_weight, args
         )
-        weight[low_confidence(reference, k, tau, uncertainty)] = 0.0
     elif reference_weight is not None:
-        _refuse_reference_weight()
+        raise ValueError(
+            "reference_weight weighs the rows of reference, but no reference was "
+            "given (the batch is its own reference, each row counted once). Pass "
+            "reference= as well, or drop reference_weight."
+        )
+    if is_dask(xp):
+        out, n_low, n_reference = can_dask(
+            proba, prior, args, alpha, n_iter, reference, weight
+        )
+    else:
+        dtype = work_dtype(xp, device_of(proba))
+        low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
+        if reference is None:
+            reference, weight = proba, xp.astype(~low, dtype)
+        prior = from_host(xp, prior, device_of(proba), dtype)
+        out, n_low, n_reference = can_rows(
+            xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter
+        )
+    if n_low and not n_reference:
+        warn_user(
+            f"CAN found {int(n_low)} low-confidence rows but no confident "
+            f"reference row (uncertainty < tau={tau}); every low-confidence row "
+            f"is replaced by the prior. Lower tau, or use a reference set (the "
+            f"`reference` argument, or reference='fit' in CANClassifier)."
+        )
+    return out
 
-    low = low_confidence(proba, k, tau, uncertainty, row_max, row_sums)
-    if reference is None:
-        reference, weight = proba, np.ones(proba.shape[0])
-        weight[low] = 0.0
-    if low.size and not np.any(weight > 0):
-        _warn_no_reference(low.size, tau)
-    return can_rows(
-        proba, prior, low, reference, weight, alpha, n_iter, reference is proba
-    )
+
+def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args):
+    """The checked reference, and its weights with its low-confidence rows at 0.
+
+    On the host for NumPy and Dask (where CAN holds it in memory), else on
+    the device of ``proba``.
+    """
+    if is_dask(xp) and _is_foreign(reference):
+        raise ValueError(
+            "reference is a Dask array: CAN holds the reference in memory. Pass "
+            "it as a NumPy array (reference.compute()), or reference=None."
+        )
+    name = "reference_weight"
+    if is_numpy or is_dask(xp):
+        xp, is_numpy = numpy_namespace(), True
+        reference = check_proba(reference, name="reference")
+        weight = check_sample_weight(reference_weight, reference.shape[0], name=name)
+    else:
+        if not _is_foreign(reference):  # (held on the host: to the device)
+            reference = xp.asarray(np.asarray(reference), device=device_of(proba))
+        reference = check_proba_xp(xp, reference, name="reference")
+        weight = check_sample_weight_xp(xp, reference_weight, reference, name=name)
+    if reference.shape[1] != proba.shape[1]:
+        raise ValueError(
+            f"reference has {reference.shape[1]} columns but proba has "
+            f"{proba.shape[1]}; both must list the same classes."
+        )
+    low = low_confidence(xp, is_numpy, reference, *args)
+    return reference, xp.where(low, 0.0, weight)
 
 
-def _refuse_reference_weight():
-    raise ValueError(
-        "reference_weight weighs the rows of reference, but no reference was "
-        "given (the batch is its own reference, each row counted once). Pass "
-        "reference= as well, or drop reference_weight."
-    )
-
-
-def _warn_no_reference(n_low, tau):
-    warn_user(
-        f"CAN found {n_low} low-confidence rows but no confident "
-        f"reference row (uncertainty < tau={tau}); every low-confidence row is "
-        f"replaced by the prior. Lower tau, or use a reference set (the "
-        f"`reference` argument, or reference='fit' in CANClassifier)."
-    )
+_CAN_PARAMETERS = ("k", "tau", "alpha", "n_iter", "uncertainty")
 
 
 class CANClassifier(BasePriorClassifier):
@@ -427,11 +442,7 @@ class CANClassifier(BasePriorClassifier):
         return alternating_normalization(
             proba,
             self.train_prior_,
-            k=self.k,
-            tau=self.tau,
-            alpha=self.alpha,
-            n_iter=self.n_iter,
             reference=reference,
             reference_weight=self.reference_weight_ if reference is not None else None,
-            uncertainty=self.uncertainty,
+            **{name: getattr(self, name) for name in _CAN_PARAMETERS},
         )

@@ -1,7 +1,13 @@
-"""The numerics of CAN: uncertainty, screening and the fast exact forms.
+"""The numerics of CAN, written once for every array namespace.
 
 What :func:`skprior.alternating_normalization` computes, for all low-confidence
-rows at once, without the per-row loop of the paper (Jia et al., 2021).
+rows at once, without the per-row loop of the paper (Jia et al., 2021). Each
+function takes the namespace ``xp`` and ``is_numpy``
+(:func:`skprior._utils._array_api.get_namespace`): NumPy takes a few faster
+forms of its own (a partition on an integer view, a screen by the row maximum,
+sums 16 rows at a time, updates in place, row blocks of ``BLOCK_ELEMENTS``);
+the others compute on their device, in blocks of ``XP_BLOCK_ELEMENTS``. A Dask
+array is a map of the NumPy form over its blocks (:func:`can_dask`).
 
 How the fast forms follow from the per-row algorithm
 ----------------------------------------------------
@@ -30,10 +36,19 @@ import functools
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import entr, logsumexp
+from scipy.special import entr as scipy_entr
 
+from skprior._utils._array_api import (
+    blocks,
+    device_of,
+    entr,
+    logsumexp,
+    numpy_namespace,
+    top_k,
+    work_dtype,
+)
 from skprior._utils._kernels import column_sums, integer_view, row_blocks, row_maxima
-from skprior._utils._kernels import row_sums as row_sums_of
+from skprior._utils._kernels import row_sums as numpy_row_sums
 
 # The factored form of CAN with d > 1 is exact while the row and column scales
 # of each low-confidence row's iteration spread over less than exp(600)
@@ -45,55 +60,60 @@ _SAFE_LOG_RANGE = 600.0
 TAU_ROUNDING = 1e-12
 
 
-def _renormalized_topk_entropy(top):
-    """Entropy of the rows of ``top`` renormalised, divided by log k.
+def _blocks(xp, is_numpy, n_rows, n_columns):
+    """Row slices: NumPy's blocks are ``BLOCK_ELEMENTS``, read at each call."""
+    return row_blocks(n_rows, n_columns) if is_numpy else blocks(xp, n_rows, n_columns)
 
-    ``scipy.special.entr`` is ``-x log x`` with ``entr(0) = 0``.
+
+def _row_sums(xp, is_numpy, x):
+    return numpy_row_sums(x) if is_numpy else xp.sum(x, axis=1)
+
+
+def _top_k(xp, is_numpy, rows, k, overwrite):
+    """The ``k`` largest entries of each row, in no particular order.
+
+    NumPy partitions the rows seen as integers (validated probabilities are
+    finite and non-negative: their bit patterns order as integers do, and an
+    integer partition skips the NaN handling), in place when ``overwrite``;
+    elsewhere :func:`skprior._utils._array_api.top_k` (``torch.topk``, a sort).
     """
-    top = top / top.sum(axis=1, keepdims=True)
-    # (a uniform row rounds to 1 +- a few ulps: kept in [0, 1] as documented)
-    return np.minimum(entr(top).sum(axis=1) / np.log(top.shape[1]), 1.0)
+    if not is_numpy:
+        return top_k(xp, rows, k)
+    as_int, cut = integer_view(rows if overwrite else rows.copy()), rows.shape[1] - k
+    as_int.partition(cut, axis=1)
+    return as_int[:, cut:].view(rows.dtype)
 
 
-def _max_over_k_entropy(proba, log_j):
-    """Largest normalised entropy of the top-j renormalised, j = 2..n_classes."""
-    ordered = -np.sort(-proba.astype(np.float64), axis=1)
-    mass = np.cumsum(ordered, axis=1)[:, 1:]
-    plogp = -np.cumsum(entr(ordered), axis=1)[:, 1:]
-    # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
-    entropy = np.log(mass) - plogp / mass
-    return np.minimum(np.max(entropy / log_j, axis=1), 1.0)
+def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
+    """Uncertainty of validated rows (no checks), in the working dtype.
 
-
-def topk_uncertainty(proba, k, kind, overwrite=False):
-    """Uncertainty of validated float rows (no checks).
-
-    ``overwrite=True`` lets the partial sort reorder ``proba`` in place (for a
-    copy that the caller no longer needs). Row block by row block, so that
-    the partitioned copy and the float64 top-k stay the size of one block.
+    ``overwrite=True`` lets NumPy's partial sort reorder ``proba`` in place
+    (for a copy that the caller no longer needs). Row block by row block, so
+    that the partitioned copy and the float64 top k stay the size of a block.
     """
+    dtype = work_dtype(xp, device_of(proba))
     n_classes = proba.shape[1]
-    out = np.empty(proba.shape[0])
-    if kind == "max_over_k":
-        log_j = np.log(np.arange(2, n_classes + 1))
-        for block in row_blocks(*proba.shape):
-            out[block] = _max_over_k_entropy(proba[block], log_j)
-        return out
-    for block in row_blocks(*proba.shape):
-        # Validated probabilities are finite and non-negative: their bit
-        # patterns order as integers do, and an integer partition skips the
-        # NaN handling.
-        as_int = integer_view(proba[block])
-        if overwrite:
-            as_int.partition(n_classes - k, axis=1)
+    ent = scipy_entr if is_numpy else functools.partial(entr, xp)
+
+    def one_block(rows):
+        if kind == "max_over_k":
+            ordered = -xp.sort(-xp.astype(rows, dtype), axis=1)
+            mass = xp.cumulative_sum(ordered, axis=1)[:, 1:]
+            plogp = -xp.cumulative_sum(ent(ordered), axis=1)[:, 1:]
+            # Entropy of the top-j renormalised: log S_j - (sum p log p) / S_j.
+            j = xp.arange(2, n_classes + 1, dtype=dtype, device=device_of(rows))
+            entropy = xp.max((xp.log(mass) - plogp / mass) / xp.log(j), axis=1)
         else:
-            as_int = np.partition(as_int, n_classes - k, axis=1)
-        top = as_int[:, n_classes - k :].view(proba.dtype).astype(np.float64)
-        if kind == "renormalized":
-            out[block] = _renormalized_topk_entropy(top)
-        else:
-            out[block] = np.minimum(entr(top).sum(axis=1) / np.log(n_classes), 1.0)
-    return out
+            top = xp.astype(_top_k(xp, is_numpy, rows, k, overwrite), dtype)
+            if kind == "renormalized":
+                top = top / xp.sum(top, axis=1, keepdims=True)
+            log_n = np.log(k if kind == "renormalized" else n_classes)
+            entropy = xp.sum(ent(top), axis=1) / float(log_n)
+        # (a uniform row rounds to 1 +- a few ulps: kept in [0, 1] as documented)
+        return xp.clip(entropy, max=1.0)
+
+    blocks_ = _blocks(xp, is_numpy, *proba.shape)
+    return xp.concat([one_block(proba[block, :]) for block in blocks_])
 
 
 def _entropy_bound(top_share, k):
@@ -104,7 +124,7 @@ def _entropy_bound(top_share, k):
     as r grows.
     """
     r = np.clip(top_share, 1.0 / k, 1.0)
-    return (entr(r) + (k - 1) * entr((1 - r) / (k - 1))) / np.log(k)
+    return (scipy_entr(r) + (k - 1) * scipy_entr((1 - r) / (k - 1))) / np.log(k)
 
 
 @functools.lru_cache(maxsize=64)
@@ -123,78 +143,39 @@ def _largest_uncertain_share(k, tau):
     return brentq(lambda r: _entropy_bound(r, k) - target, 1.0 / k, 1.0, xtol=1e-15)
 
 
-def low_confidence(proba, k, tau, kind, row_max=None, row_sums=None):
-    """Sorted indices of the rows whose uncertainty is at least ``tau``.
+def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=None):
+    """Mask of the rows whose uncertainty is at least ``tau``.
 
-    ``row_max`` and ``row_sums`` of validated ``proba`` may be passed when
-    they are at hand (``skprior._utils._validation.check_proba_with_row_max``).
+    ``row_max`` and ``row_sums`` of validated NumPy ``proba`` may be passed
+    when they are at hand (``_validation.check_proba_with_row_max``).
     """
-    if kind != "renormalized":
-        return np.flatnonzero(topk_uncertainty(proba, k, kind) >= tau - TAU_ROUNDING)
-    # Screen with the row maximum p1 before the (comparatively slow) partial
-    # sort: the top share is r = p1 / (top-k mass) >= p1 / (row sum), so rows
-    # with p1 > r* (row sum) are confident (see _largest_uncertain_share).
+    threshold = tau - TAU_ROUNDING
+    if kind != "renormalized" or not is_numpy:
+        return topk_uncertainty(xp, is_numpy, proba, k, kind) >= threshold
+    # NumPy screens with the row maximum p1 before the (comparatively slow)
+    # partial sort: the top share is r = p1 / (top-k mass) >= p1 / (row sum),
+    # so rows with p1 > r* (row sum) are confident (_largest_uncertain_share).
     if row_max is None:
         # (an integer maximum is ~2x faster than the NaN-aware float one)
         row_max = row_maxima(integer_view(proba)).view(proba.dtype)
     if row_sums is None:
-        row_sums = row_sums_of(proba)
+        row_sums = numpy_row_sums(proba)
     # In float64, with a slack for the rounding of row sums of float32 input.
     slack = 1.0 + 2 * proba.shape[1] * np.finfo(proba.dtype).eps
     share = _largest_uncertain_share(k, tau) * slack
     candidates = np.flatnonzero(row_max <= share * row_sums.astype(np.float64))
-    if candidates.size == 0:
-        return candidates
+    low = np.zeros(proba.shape[0], dtype=bool)
     # The candidates' rows are copied (and partially sorted in place) one
     # block at a time: with most rows candidates, a copy of them all would
     # weigh as much as the input.
-    uncertain = np.empty(candidates.size, dtype=bool)
     for block in row_blocks(candidates.size, proba.shape[1]):
         rows = proba[candidates[block]]
-        uncertain[block] = (
-            topk_uncertainty(rows, k, kind, overwrite=True) >= tau - TAU_ROUNDING
-        )
-    return candidates[uncertain]
+        uncertainty = topk_uncertainty(xp, True, rows, k, kind, overwrite=True)
+        low[candidates[block]] = uncertainty >= threshold
+    return low
 
 
-def _column_sums_of_powers(proba, weight, alpha):
-    """``sum_i weight_i * proba_i ** alpha``, accumulated in float64.
-
-    For ``alpha = 1`` a weighted sum over all rows avoids copying the selected
-    ones; ``einsum`` accumulates float32 input in float64 without a float64
-    copy of it. Otherwise the selected rows are raised to ``alpha`` one
-    block at a time (a float64 copy of them all would be twice a float32
-    input).
-    """
-    if alpha == 1:
-        return np.einsum("i,ij->j", weight, proba, dtype=np.float64, casting="unsafe")
-    selected = np.flatnonzero(weight > 0)
-    total = np.zeros(proba.shape[1])
-    for block in row_blocks(selected.size, proba.shape[1]):
-        rows = selected[block]
-        total += weight[rows] @ (proba[rows].astype(np.float64) ** alpha)
-    return total
-
-
-def _log_column_sums_of_powers(proba, weight, alpha):
-    """``log sum_i weight_i * proba_i ** alpha``, in logs (``-inf``: empty column).
-
-    For ``alpha != 1`` the powers themselves can underflow (``1e-12 ** 30``),
-    and a column whose every power underflows would pass for an empty one.
-    One block of rows at a time, the blocks' sums added in logs.
-    """
-    selected = np.flatnonzero(weight > 0)
-    total = np.full(proba.shape[1], -np.inf)
-    with np.errstate(divide="ignore"):
-        for block in row_blocks(selected.size, proba.shape[1]):
-            rows = selected[block]
-            scaled = alpha * np.log(proba[rows].astype(np.float64))
-            scaled += np.log(weight[rows])[:, None]
-            total = np.logaddexp(total, logsumexp(scaled, axis=0))
-    return total
-
-
-def _powers_stay_normal(parts, alpha):
+def _powers_stay_normal(xp, is_numpy, parts, alpha):
     """Whether each positive entry of ``parts`` to the ``alpha`` stays normal.
 
     That is, above ``e**50`` times the smallest normal float. Then no power
@@ -202,108 +183,114 @@ def _powers_stay_normal(parts, alpha):
     so for ``alpha < 1``, which raises small entries. ``parts`` holds
     ``(array, rows)`` pairs, ``rows`` the indices of the rows to check or
     ``None`` for all; the check goes block by block, so that its masks (and
-    the selected rows) stay the size of one block.
+    the selected rows) stay the size of one block, and every block's flag is
+    queued before the first is read (one wait on a device).
     """
     if alpha < 1:
         return True
-    floor = np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha)
+    floor = float(np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha))
+    flags = []
     for array, rows in parts:
-        n_rows = array.shape[0] if rows is None else rows.size
-        for block in row_blocks(n_rows, array.shape[1]):
-            values = array[block] if rows is None else array[rows[block]]
-            if np.any((values > 0) & (values < floor)):
-                return False
-    return True
+        n_rows = array.shape[0] if rows is None else rows.shape[0]
+        for block in _blocks(xp, is_numpy, n_rows, array.shape[1]):
+            values = (
+                array[block, :] if rows is None else xp.take(array, rows[block], axis=0)
+            )
+            flags.append(xp.any((values > 0) & (values < floor)))
+    return not any(bool(flag) for flag in flags)
 
 
-def _can_one_step_log(rows, log_column_sums, prior, alpha):
-    """:func:`_can_one_step` in logs, for ``alpha != 1``.
+def _column_sums(xp, is_numpy, reference, weight, alpha, in_logs):
+    """``sum_i weight_i * reference_i ** alpha`` (its log when ``in_logs``).
 
-    ``b**alpha / (C + b**alpha) = 1 / (1 + exp(log C - alpha log b))`` holds
-    its precision where both powers underflow; the renormalisation is a
-    softmax of ``log q`` plus its log.
+    Accumulated in the working dtype over the rows of positive weight, one
+    block of them at a time. In logs, a column whose every power underflows
+    (``1e-12 ** 30``) does not pass for an empty one (``-inf``). NumPy with
+    ``alpha = 1`` takes a weighted sum over all rows instead, with no copy of
+    the selected ones (``einsum`` accumulates float32 in float64 without a
+    float64 copy).
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_b_alpha = alpha * np.log(rows.astype(np.float64))
-        gap = log_column_sums - log_b_alpha
+    if is_numpy and alpha == 1 and not in_logs:
+        return np.einsum(
+            "i,ij->j", weight, reference, dtype=np.float64, casting="unsafe"
+        )
+    dtype = work_dtype(xp, device_of(reference))
+    selected = xp.nonzero(weight > 0)[0]
+    total = xp.full_like(reference[0, :], -xp.inf if in_logs else 0.0, dtype=dtype)
+    for block in _blocks(xp, is_numpy, selected.shape[0], reference.shape[1]):
+        rows = selected[block]
+        values = xp.astype(xp.take(reference, rows, axis=0), dtype)
+        if in_logs:
+            terms = alpha * xp.log(values) + xp.log(xp.take(weight, rows))[:, None]
+            total = xp.logaddexp(total, logsumexp(xp, terms, axis=0))
+        else:
+            total += xp.take(weight, rows) @ values**alpha
+    return total
+
+
+def _one_step(xp, is_numpy, column_sums, in_logs, prior, alpha, rows):
+    """Closed form of CAN with one iteration, for every row of ``rows`` at once.
+
+    Returns the corrected rows and ``False`` (no row flagged, as
+    :func:`_iterate_block` flags them).
+
+    In logs (``column_sums`` then holds logs) ``b**alpha / (C + b**alpha) =
+    1 / (1 + exp(log C - alpha log b))`` keeps its precision where both powers
+    underflow; the renormalisation is then a softmax of ``log q`` plus its log.
+    """
+    rows = xp.astype(rows, column_sums.dtype)
+    if in_logs:
+        gap = column_sums - alpha * xp.log(rows)
         # 0 / 0 = 0: a class that neither the row nor the reference predicts
-        gap[np.isnan(gap)] = np.inf
-        log_out = np.log(prior) - np.logaddexp(0.0, gap)
-    log_out -= logsumexp(log_out, axis=1, keepdims=True)
-    return np.exp(log_out)
-
-
-def _can_one_step(rows, reference_column_sums, prior, alpha):
-    """Closed form of CAN with one iteration, for every row at once."""
-    # (converting first: a ufunc on mixed float32/float64 operands is slower)
-    rows = rows.astype(np.float64)
+        gap = xp.where(xp.isnan(gap), xp.inf, gap)
+        log_out = xp.log(prior) - xp.logaddexp(xp.zeros_like(gap), gap)
+        return xp.exp(log_out - logsumexp(xp, log_out, axis=1)[:, None]), False
     rows_alpha = rows if alpha == 1 else rows**alpha
-    out = rows_alpha + reference_column_sums
+    out = rows_alpha + column_sums
     # A zero denominator has a zero numerator: 0 / 0 = 0 (a class nobody
-    # predicts), so such denominators are set to 1.
-    empty = np.flatnonzero(reference_column_sums == 0)
-    if empty.size:
-        block = out[:, empty]
-        block[block == 0] = 1.0
-        out[:, empty] = block
-    np.divide(rows_alpha, out, out=out)
+    # predicts), so such denominators are set to 1 -- on NumPy in the columns
+    # that sum to zero only, with no pass over the others.
+    if not is_numpy:
+        out = xp.where(out == 0, 1.0, out)
+    elif (empty := np.flatnonzero(column_sums == 0)).size:
+        out[:, empty] = np.where(out[:, empty] == 0, 1.0, out[:, empty])
+    out = xp.divide(rows_alpha, out, **({"out": out} if is_numpy else {}))
     out *= prior
-    out *= (1.0 / row_sums_of(out))[:, None]
-    return out
+    out *= (1.0 / _row_sums(xp, is_numpy, out))[:, None]
+    return out, False
 
 
-def _iterated_solver(reference, weight, prior, alpha, n_iter):
+def _iterated_solver(xp, is_numpy, reference, weight, prior, alpha, n_iter):
     """CAN with ``n_iter`` iterations: a function of the low-confidence rows.
 
     ``reference`` holds the confident rows, each counted ``weight`` times in the
     column sums. See the module docstring for the factored form
     ``A_t = diag(u) R_t diag(v)``: ``R_t`` and the logs of the starting scales
-    are computed here once, and the returned function advances any number of
-    rows together, returning the corrected rows and a mask of those whose
-    scales span too wide a range for the factored form to be exact (see
-    :func:`_iterate_block`).
+    are computed here once, and the returned function advances a block of rows
+    together (``n_rows x n_reference`` work arrays), returning the corrected
+    rows and a mask of those whose scales span too wide a range for the
+    factored form to be exact (see :func:`_iterate_block`).
     """
-    base = reference.astype(np.float64)  # a copy, scaled in place to R_0
-    row_max = base.max(axis=1)
+    base = xp.astype(reference, prior.dtype)  # a copy, scaled in place to R_0
+    row_max = xp.max(base, axis=1)
     base /= row_max[:, None]
-    col_max = base.max(axis=0)
-    col_max = np.where(col_max > 0, col_max, 1.0)
+    col_max = xp.max(base, axis=0)
+    col_max = xp.where(col_max > 0, col_max, 1.0)
     base /= col_max
-    log_u0 = np.log(row_max)[None, :]
-    with np.errstate(divide="ignore"):
-        log_v0 = np.log(col_max)[None, :]
-        log_prior = np.log(prior)[None, :]
-        log_weight = np.log(weight)[None, :]
+    logs = [xp.log(x)[None, :] for x in (row_max, col_max, weight, prior)]
 
     # R_{t+1} = R_t ** alpha for t = 0..n_iter-1, shared by every row.
-    powers = []
-    current = base
+    powers, current = [], base
     for _ in range(n_iter):
         current = current if alpha == 1 else current**alpha
         powers.append(current)
-    n_reference = reference.shape[0]
 
-    def solve(rows):
-        out = np.empty(rows.shape, dtype=np.float64)
-        lost = np.zeros(rows.shape[0], dtype=bool)
-        # (blocks x n_reference) work arrays
-        for block in row_blocks(rows.shape[0], max(n_reference, rows.shape[1])):
-            with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-                out[block], lost[block] = _iterate_block(
-                    rows[block].astype(np.float64),
-                    powers,
-                    log_u0,
-                    log_v0,
-                    log_weight,
-                    log_prior,
-                    alpha,
-                )
-        return out, lost
-
-    return solve
+    return functools.partial(_iterate_block, xp, is_numpy, powers, *logs, alpha)
 
 
-def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
+def _iterate_block(
+    xp, is_numpy, powers, log_u, log_v, log_weight, log_prior, alpha, block
+):
     """Run the CAN iterations for one chunk of low-confidence rows (in logs).
 
     Returns the corrected rows and a mask of the rows for which the factored
@@ -313,179 +300,242 @@ def _iterate_block(block, powers, log_u, log_v, log_weight, log_prior, alpha):
     by at most ``tiny * max(h) / min(h)``. While both ratios stay below
     ``exp(_SAFE_LOG_RANGE)`` that is below double precision; a row whose
     scales spread wider (large ``alpha ** n_iter``) is flagged, for the
-    per-row computation in logs.
+    computation in logs.
     """
-    log_b = np.log(block)
+    log_b = xp.log(xp.astype(block, log_prior.dtype))
     # ``u ** alpha`` enters only through the column sums, as the weights of the
     # reference rows; keep it as ``exp(scaled_u - shift)`` with entries <= 1.
     scaled_u = alpha * log_u + log_weight
-    shift = scaled_u.max(axis=1, keepdims=True)
-    u_alpha = np.exp(scaled_u - shift)
-    spread = scaled_u.min(axis=1) - shift[:, 0]  # (shared by all rows at t = 0)
-    lost = np.broadcast_to(spread < -_SAFE_LOG_RANGE, (block.shape[0],)).copy()
-    weight = np.exp(log_weight)
-    n_iter = len(powers)
+    shift = xp.max(scaled_u, axis=1, keepdims=True)
+    u_alpha = xp.exp(scaled_u - shift)
+    spread = xp.min(scaled_u, axis=1) - shift[:, 0]  # (shared by all rows at t = 0)
+    lost = xp.broadcast_to(spread < -_SAFE_LOG_RANGE, (block.shape[0],))
+    weight = xp.exp(log_weight)
     for t, power in enumerate(powers):
         # A reference row of weight w counts as w copies of itself in the
         # column sums (copies stay identical through the iterations).
-        log_col_ref = np.log(u_alpha @ power) + shift + alpha * log_v
+        log_col_ref = xp.log(u_alpha @ power) + shift + alpha * log_v
         # (blocks x n_reference: let it go before the next one is made, so
         # that one such array is alive at a time)
         u_alpha = None
         log_b_alpha = alpha * log_b
-        log_col = np.logaddexp(log_col_ref, log_b_alpha)
-        empty = np.isneginf(log_col)  # 0 / 0 = 0
-        log_col = np.where(empty, 0.0, log_col)
-        log_b = np.where(empty, -np.inf, log_b_alpha + log_prior - log_col)
-        log_b = log_b - logsumexp(log_b, axis=1, keepdims=True)
-        if t + 1 < n_iter:
-            log_h = np.where(empty, -np.inf, alpha * log_v + log_prior - log_col)
-            h_shift = log_h.max(axis=1, keepdims=True)
-            h_low = np.where(empty, np.inf, log_h).min(axis=1)
-            lost |= (h_low - h_shift[:, 0]) < -_SAFE_LOG_RANGE
+        log_col = xp.logaddexp(log_col_ref, log_b_alpha)
+        empty = log_col == -xp.inf  # 0 / 0 = 0
+        log_col = xp.where(empty, 0.0, log_col)
+        log_b = xp.where(empty, -xp.inf, log_b_alpha + log_prior - log_col)
+        log_b = log_b - logsumexp(xp, log_b, axis=1)[:, None]
+        if t + 1 < len(powers):
+            log_h = xp.where(empty, -xp.inf, alpha * log_v + log_prior - log_col)
+            h_shift = xp.max(log_h, axis=1, keepdims=True)
+            h_low = xp.min(xp.where(empty, xp.inf, log_h), axis=1)
+            lost = lost | ((h_low - h_shift[:, 0]) < -_SAFE_LOG_RANGE)
             # New row scale u = 1 / (R h): scaled by its smallest row sum, its
             # alpha-th power is (min / row_sum) ** alpha <= 1 -- a division
             # when alpha = 1, where exp and log would cost ten times more.
-            # (in place: u_alpha is the one blocks x n_reference array)
-            u_alpha = np.exp(log_h - h_shift) @ power.T
-            smallest = u_alpha.min(axis=1, keepdims=True)
-            np.divide(smallest, u_alpha, out=u_alpha)
+            # (in place on NumPy: u_alpha is the one blocks x n_reference array)
+            u_alpha = xp.exp(log_h - h_shift) @ power.T
+            in_place = {"out": u_alpha} if is_numpy else {}
+            smallest = xp.min(u_alpha, axis=1, keepdims=True)
+            u_alpha = xp.divide(smallest, u_alpha, **in_place)
             if alpha != 1:
-                np.power(u_alpha, alpha, out=u_alpha)
+                u_alpha = xp.pow(u_alpha, alpha, **in_place)
             u_alpha *= weight
-            shift = -alpha * (np.log(smallest) + h_shift)
+            shift = -alpha * (xp.log(smallest) + h_shift)
             log_v = log_h
-            log_spread = np.log(u_alpha.min(axis=1)) - np.log(u_alpha.max(axis=1))
-            lost |= ~(log_spread >= -_SAFE_LOG_RANGE)  # (NaN counts as lost)
-    return np.exp(log_b), lost
+            spread = xp.log(xp.min(u_alpha, axis=1)) - xp.log(xp.max(u_alpha, axis=1))
+            lost = lost | ~(spread >= -_SAFE_LOG_RANGE)  # (NaN counts as lost)
+    return xp.exp(log_b), lost
 
 
 def _sparse_logsumexp(terms, axis):
     """``logsumexp(terms, axis)`` over the terms within ``e**50`` of the largest.
 
-    Each of the others adds less than ``e**-50 = 2e-22`` of the largest, and
-    they are most of the terms when ``terms`` spans a wide range: only the
-    kept ones are exponentiated. (An all ``-inf`` line keeps nothing and
-    gives ``-inf``.)
+    NumPy. Each of the others adds less than ``e**-50 = 2e-22`` of the
+    largest, and they are most of the terms when ``terms`` spans a wide range:
+    only the kept ones are exponentiated. (An all ``-inf`` line keeps nothing
+    and gives ``-inf``.)
     """
-    peak = terms.max(axis=axis, keepdims=True)
-    keep = terms > peak - 50.0
-    if axis == 0:
-        i, j = np.nonzero(keep.T)[::-1]  # grouped by column j
-        groups, n_groups = j, terms.shape[1]
-    else:
-        i, j = np.nonzero(keep)  # grouped by row i
-        groups, n_groups = i, terms.shape[0]
-    out = np.full(n_groups, -np.inf)
-    if groups.size == 0:
-        return out
-    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-    shift = peak.reshape(-1)[groups]
-    total = np.add.reduceat(np.exp(terms[i, j] - shift), starts)
-    out[groups[starts]] = np.log(total) + shift[starts]
-    return out
+    lines = np.moveaxis(terms, axis, -1)
+    shape, lines = lines.shape[:-1], lines.reshape(-1, lines.shape[-1])
+    peak = lines.max(axis=1)
+    i, j = np.nonzero(lines > peak[:, None] - 50.0)  # grouped by line i
+    out = np.full(lines.shape[0], -np.inf)
+    if i.size:
+        starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
+        total = np.add.reduceat(np.exp(lines[i, j] - peak[i]), starts)
+        out[i[starts]] = np.log(total) + peak[i[starts]]
+    return out.reshape(shape)
 
 
-def _can_log_domain(rows, reference, weight, prior, alpha, n_iter):
+def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
     """CAN in logs, for the rows where the fast forms lose digits.
 
     The same factored iteration as :func:`_iterate_block`, with ``u``, ``v``
     and ``R_t = A0**(alpha**t)`` (scaled) all kept in logs, so nothing under-
-    or overflows at any ``alpha ** n_iter``. One row at a time: each sum
-    over ``R_t`` is taken over its terms within ``e**50`` of the largest
+    or overflows at any ``alpha ** n_iter``; the cost is of order
+    ``n_reference * n_classes * n_iter`` per row, in blocks of rows. NumPy
+    sums over ``R_t`` only the terms within ``e**50`` of the largest
     (:func:`_sparse_logsumexp`), which are few when ``alpha ** t`` is large,
     as it is where the fast form fails.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reference = reference.astype(np.float64)
-        log_row_max = np.log(reference.max(axis=1))
-        log_reference = np.log(reference) - log_row_max[:, None]
-        log_col_max = log_reference.max(axis=0)
-        log_col_max = np.where(np.isfinite(log_col_max), log_col_max, 0.0)
-        log_base = log_reference - log_col_max  # rows and columns have max 0
-        log_prior = np.log(prior)
-        log_weight = np.log(weight)
-        out = np.empty(rows.shape, dtype=np.float64)
-        for index, row in enumerate(np.log(rows.astype(np.float64))):
-            log_b, log_u, log_v, power = row, log_row_max, log_col_max, 1.0
-            for t in range(n_iter):
-                power *= alpha
-                log_power = power * log_base
-                scale = alpha * log_u + log_weight
-                log_col = _sparse_logsumexp(scale[:, None] + log_power, axis=0)
-                log_col = np.logaddexp(log_col + alpha * log_v, alpha * log_b)
-                empty = np.isneginf(log_col)  # 0 / 0 = 0
-                log_col = np.where(empty, 0.0, log_col)
-                log_b = np.where(empty, -np.inf, alpha * log_b + log_prior - log_col)
-                log_b = log_b - logsumexp(log_b)
-                if t + 1 < n_iter:
-                    log_h = np.where(
-                        empty, -np.inf, alpha * log_v + log_prior - log_col
-                    )
-                    log_u = -_sparse_logsumexp(log_power + log_h, axis=1)
-                    log_v = log_h
-            out[index] = np.exp(log_b)
-    return out
+    reference = xp.astype(reference, prior.dtype)
+    log_row_max = xp.log(xp.max(reference, axis=1))
+    log_reference = xp.log(reference) - log_row_max[:, None]
+    log_col_max = xp.max(log_reference, axis=0)
+    log_col_max = xp.where(xp.isfinite(log_col_max), log_col_max, 0.0)
+    log_base = (log_reference - log_col_max)[None, :, :]  # rows, columns: max 0
+    n_terms = reference.shape[0] * reference.shape[1]
+    log_prior, log_weight = xp.log(prior), xp.log(weight)
+    lse = _sparse_logsumexp if is_numpy else functools.partial(logsumexp, xp)
+    pieces = []
+    for block in _blocks(xp, is_numpy, rows.shape[0], n_terms):
+        log_b = xp.log(xp.astype(rows[block, :], prior.dtype))
+        log_u, log_v, power = log_row_max[None, :], log_col_max[None, :], 1.0
+        for t in range(n_iter):
+            power *= alpha
+            log_power = power * log_base
+            scale = alpha * log_u + log_weight
+            log_col = lse(scale[:, :, None] + log_power, axis=1)
+            log_col = xp.logaddexp(log_col + alpha * log_v, alpha * log_b)
+            empty = log_col == -xp.inf  # 0 / 0 = 0
+            log_col = xp.where(empty, 0.0, log_col)
+            log_b = xp.where(empty, -xp.inf, alpha * log_b + log_prior - log_col)
+            log_b = log_b - logsumexp(xp, log_b, axis=1)[:, None]
+            if t + 1 < n_iter:
+                log_h = xp.where(empty, -xp.inf, alpha * log_v + log_prior - log_col)
+                log_u = -lse(log_power + log_h[:, None, :], axis=2)
+                log_v = log_h
+        pieces.append(xp.exp(log_b))
+    return xp.concat(pieces)
 
 
-def can_rows(proba, prior, low, reference, weight, alpha, n_iter, transductive):
-    """CAN's output for the whole batch, given the low-confidence rows ``low``.
+def _put_rows(xp, target, mask, values):
+    """``target`` with its rows where ``mask`` holds replaced by ``values``.
+
+    Without data-dependent writes, which the standard lacks: row i of the
+    output is row (number of masked rows before i) of ``values``.
+    """
+    position = xp.cumulative_sum(xp.astype(mask, xp.int64)) - 1
+    values = xp.take(values, xp.clip(position, min=0), axis=0)
+    return xp.where(mask[:, None], xp.astype(values, target.dtype), target)
+
+
+@np.errstate(divide="ignore", invalid="ignore", under="ignore")
+def can_rows(
+    xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter, sums=None
+):
+    """CAN's output for the whole batch, given the mask ``low`` of its rows to correct.
+
+    Returns the output and the numbers of low-confidence and of confident
+    rows (``None`` when ``low`` is empty or ``sums`` is given).
 
     ``reference`` holds the candidate confident rows and ``weight`` their
     weights, 0 for the low-confidence ones (``reference`` is ``proba`` itself
-    when ``transductive``). Confident rows come back unchanged; the rows of
-    ``low`` are corrected by the closed form (``n_iter = 1``), the factored
-    iteration (``n_iter > 1``), or in logs where those would lose digits.
+    when the batch is its own reference). Confident rows come back unchanged;
+    the rows of ``low`` are corrected by the closed form (``n_iter = 1``, or
+    no reference row), the factored iteration (``n_iter > 1``), or in logs
+    where those would lose digits. ``sums``, ``(column sums, in_logs)`` of the
+    reference for ``n_iter = 1``, may be given instead of ``reference`` (a
+    block of a Dask array).
 
-    The output is written once, as a copy of the input in its dtype, and the
-    low-confidence rows are corrected in place one block at a time: the
-    float64 temporaries stay the size of a block whatever the batch, so that
-    the peak is the output plus a few blocks.
+    On NumPy the output is written once, as a copy of the input in its dtype,
+    and the low-confidence rows are corrected in place one block at a time:
+    the float64 temporaries stay the size of a block whatever the batch, so
+    that the peak is the output plus a few blocks.
     """
-    result = proba.copy()
-    if low.size == 0:
-        return result
-    selected = weight > 0
-    if n_iter == 1 or not selected.any():
+    indices = xp.nonzero(low)[0]
+    n_low, n_classes = indices.shape[0], proba.shape[1]
+    result = xp.asarray(proba, copy=True) if is_numpy or not n_low else None
+    if not n_low:
+        return result, 0, None
+    confident, width, n_reference = None, n_classes, None
+    if sums is None:
+        selected = weight > 0
+        n_reference = int(xp.sum(xp.astype(selected, xp.int64)))
+    if sums is None and (n_iter == 1 or not n_reference):
         # (with no reference row every iteration returns the prior on the
         # row's support, so one step is the whole answer)
         checked = [(reference, None)]
-        if not transductive:
-            checked.append((proba, low))
-        if alpha != 1 and not _powers_stay_normal(checked, alpha):
-            log_column_sums = _log_column_sums_of_powers(reference, weight, alpha)
-
-            def solve(rows):
-                return _can_one_step_log(rows, log_column_sums, prior, alpha), False
-
+        if reference is not proba:
+            checked.append((proba, indices))
+        in_logs = alpha != 1 and not _powers_stay_normal(xp, is_numpy, checked, alpha)
+        if is_numpy and reference is proba and alpha == 1:
+            # With its low rows zeroed, the output's copy of the batch holds
+            # exactly the confident rows: sum it, with no weights to apply.
+            result[low] = 0
+            sums = column_sums(result), False
         else:
-            if transductive and alpha == 1:
-                # With its low rows zeroed, the output's copy of the batch holds
-                # exactly the confident rows: sum it, with no weights to apply.
-                result[low] = 0
-                reference_sums = column_sums(result)
-            else:
-                reference_sums = _column_sums_of_powers(reference, weight, alpha)
-
-            def solve(rows):
-                return _can_one_step(rows, reference_sums, prior, alpha), False
-
+            total = _column_sums(xp, is_numpy, reference, weight, alpha, in_logs)
+            sums = total, in_logs
+    if sums is None:
+        confident = reference[selected], weight[selected]
+        solve = _iterated_solver(xp, is_numpy, *confident, prior, alpha, n_iter)
+        width = max(n_reference, n_classes)
     else:
-        solve = _iterated_solver(
-            reference[selected], weight[selected], prior, alpha, n_iter
-        )
-    log_domain_reference = None
-    for block in row_blocks(low.size, proba.shape[1]):
-        indices = low[block]
-        rows = proba[indices]
+        solve = functools.partial(_one_step, xp, is_numpy, *sums, prior, alpha)
+    pieces = []
+    for block in _blocks(xp, is_numpy, n_low, width):
+        rows = xp.take(proba, indices[block], axis=0)
         corrected, lost = solve(rows)
-        corrected_sums = row_sums_of(corrected)
-        lost = ~np.isfinite(corrected_sums) | (np.abs(corrected_sums - 1) > 1e-6) | lost
-        if lost.any() and selected.any():
-            if log_domain_reference is None:
-                log_domain_reference = reference[selected], weight[selected]
-            corrected[lost] = _can_log_domain(
-                rows[lost], *log_domain_reference, prior, alpha, n_iter
+        row_sums = _row_sums(xp, is_numpy, corrected)
+        lost = ~xp.isfinite(row_sums) | (xp.abs(row_sums - 1) > 1e-6) | lost
+        if n_reference and bool(xp.any(lost)):
+            if confident is None:  # (the confident rows, copied once)
+                confident = reference[selected], weight[selected]
+            redone = _log_domain(
+                xp, is_numpy, rows[lost], *confident, prior, alpha, n_iter
             )
-        result[indices] = corrected
-    return result
+            corrected = _put_rows(xp, corrected, lost, redone)
+        if is_numpy:
+            result[indices[block]] = corrected
+        else:
+            pieces.append(corrected)
+    if not is_numpy:
+        result = _put_rows(xp, proba, low, xp.concat(pieces))
+    return result, n_low, n_reference
+
+
+def can_dask(proba, prior, args, alpha, n_iter, reference, weight):
+    """:func:`skprior.alternating_normalization` on a Dask array: a lazy map.
+
+    Each block runs the NumPy form. A reference held in memory makes every
+    row independent: a lazy map for any ``d``. With the batch as its own
+    reference, ``d = 1`` takes one pass for the column sums of its confident
+    rows (a ``K``-vector, in logs for ``alpha != 1``, where a power may
+    underflow, with the numbers of rows) and then a lazy map; ``d > 1`` would
+    need all the confident rows in memory at each step, and is refused.
+    Returns the lazy result and, from the pass, the numbers of low-confidence
+    and of confident rows (0 and ``None`` without it).
+    """
+    np_xp, sums, counts = numpy_namespace(), None, (0, None)
+    if reference is None:
+        if n_iter > 1:
+            raise ValueError(
+                f"CAN with n_iter={n_iter} on a Dask array needs a reference held "
+                f"in memory: with the batch as its own reference every "
+                f"low-confidence row depends on all confident rows at every step. "
+                f"Pass reference= a NumPy array (for example held-out outputs, or "
+                f"the confident rows of a sample of the batch), or use n_iter=1."
+            )
+        in_logs = alpha != 1
+
+        @np.errstate(divide="ignore")
+        def confident_sums(block):
+            low = low_confidence(np_xp, True, block, *args)
+            weight = (~low).astype(np.float64)
+            sums = _column_sums(np_xp, True, block, weight, alpha, in_logs)
+            return np.concatenate([sums, [low.sum(), weight.sum()]])[None, :]
+
+        chunks = ((1,) * proba.numblocks[0], (proba.shape[1] + 2,))
+        partial = proba.map_blocks(confident_sums, chunks=chunks, dtype=np.float64)
+        partial = partial.compute()  # the one pass
+        sums, counts = partial[:, :-2], partial[:, -2:].sum(axis=0)
+        sums = logsumexp(np_xp, sums, axis=0) if in_logs else sums.sum(axis=0)
+        sums = sums, in_logs
+
+    def correct(block):
+        low = low_confidence(np_xp, True, block, *args)
+        given = (reference, weight, alpha, n_iter, sums)
+        return can_rows(np_xp, True, block, prior, low, *given)[0]
+
+    return proba.map_blocks(correct, dtype=proba.dtype), *counts
