@@ -9,7 +9,7 @@ numerics are in those modules' array functions, which it only calls.
 import numpy as np
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import namespace_of
+from skprior._utils._array_api import namespace_of, safe_log
 from skprior._utils._constraints import (
     CONSTRAINTS,
     constraints,
@@ -36,9 +36,6 @@ from skprior.calibration._temperature import (
     fit_bias_corrected_temperature,
     fit_temperature,
     softmax_temperature,
-)
-from skprior.calibration._temperature_xp import (
-    log_of_proba_xp,
 )
 
 
@@ -235,8 +232,8 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             if xp is None:
                 with np.errstate(divide="ignore"):
                     logits = np.log(proba.astype(np.float64))
-            else:
-                logits = log_of_proba_xp(xp, proba)
+            else:  # (-inf for exact zeros)
+                logits = safe_log(xp, xp.astype(proba, xp.float64))
             name = f"{type(self.estimator_).__name__}.predict_proba(X)"
         if logits.shape[1] != n_classes:
             raise ValueError(
