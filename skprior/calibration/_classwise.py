@@ -30,10 +30,11 @@ from skprior.calibration._classwise_solvers import (
 )
 from skprior.calibration._rows import (
     Rows,
+    check_vector,
     fit_rows,
-    host_parameter,
     map_logits,
     map_rows,
+    parameter_array,
 )
 
 
@@ -47,28 +48,6 @@ def _require_every_class(data, what, fix):
             f"logit of the true class): their parameters would go to infinity. "
             f"{fix}"
         )
-
-
-def _parameter_array(values, shape, name, what):
-    """``values`` as a finite float64 array of ``shape``, or a named error."""
-    bad = ValueError(
-        f"{name} must be a finite array of real numbers of shape {shape} "
-        f"({what}), got {values!r:.60}."
-    )
-    try:
-        values = host_parameter(values)
-        if np.iscomplexobj(values):
-            raise bad
-        values = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise bad from None
-    if values.shape != shape or not np.all(np.isfinite(values)):
-        raise bad
-    return values
-
-
-def _check_vector(values, n_classes, name):
-    return _parameter_array(values, (n_classes,), name, "one entry per class")
 
 
 # -- vector scaling -------------------------------------------------------------------
@@ -241,9 +220,9 @@ def softmax_vector_scaling(logits, weights, bias=None):
     """
     z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
-    factors = on_device(_check_vector(weights, n_classes, "weights"))
+    factors = on_device(check_vector(weights, n_classes, "weights"))
     if bias is not None:
-        bias = on_device(_check_vector(bias, n_classes, "bias"))
+        bias = on_device(check_vector(bias, n_classes, "bias"))
     return apply(lambda xp, rows: vector_scaled(xp, rows, factors, bias))
 
 
@@ -565,11 +544,11 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
     """
     z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
-    matrix = _parameter_array(
+    matrix = parameter_array(
         matrix, (n_classes, n_classes), "matrix", "one row and one column per class"
     )
     bias = (
-        np.zeros(n_classes) if bias is None else _check_vector(bias, n_classes, "bias")
+        np.zeros(n_classes) if bias is None else check_vector(bias, n_classes, "bias")
     )
     matrix, bias = on_device(matrix), on_device(bias)
     return apply(

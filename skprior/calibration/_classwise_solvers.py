@@ -22,16 +22,15 @@ fixed features, plus a quadratic penalty), so L-BFGS finds the minimum from any
 start.
 """
 
-import functools
 import warnings
 
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
-from threadpoolctl import ThreadpoolController
 
 from skprior._utils._array_api import logsumexp
+from skprior._utils._kernels import single_blas_thread
 from skprior._utils._validation import warn_user
 from skprior.calibration._rows import (
     Rows,
@@ -62,12 +61,6 @@ _CLEAR_RISE = 0.005
 _LBFGS_OPTIONS = {"maxiter": 5000, "maxfun": 10000, "gtol": 1e-9, "ftol": 1e-10}
 
 
-@functools.cache
-def _blas_controller():
-    """The BLAS libraries loaded (found once: a scan takes about 0.1 s)."""
-    return ThreadpoolController()
-
-
 def _minimize(loss, start, args, curvature, what):
     """L-BFGS from ``start``, preconditioned by the diagonal ``curvature``.
 
@@ -90,7 +83,7 @@ def _minimize(loss, start, args, curvature, what):
     # machine an iteration took 16 ms with OpenBLAS's threads and 0.1 ms
     # without (a 600 x 3 cross-validation: 15 s against 1.1 s). One thread
     # for the whole fit; the loss's products are n x K x K at most.
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with single_blas_thread():
         result = minimize(
             scaled_loss,
             start * scale,
@@ -130,9 +123,7 @@ def vs_loss(params, data, scale, has_bias):
         return loss, w @ finite_product(xp, r, z), grad_b
 
     loss, grad_w, grad_b = data.sums(one_block)
-    grad = grad_w * scale
-    if has_bias:
-        grad = np.concatenate([grad, grad_b])
+    grad = np.concatenate([grad_w * scale, grad_b[: n_classes * has_bias]])
     return float(loss) / data.total, grad / data.total
 
 
@@ -163,11 +154,8 @@ def fit_vs(data, has_bias):
     params = _minimize(
         vs_loss, start, (data, scale, has_bias), curvature / data.total, what
     )
-    factors = params[:n_classes] * scale
-    if not has_bias:
-        return factors, np.zeros(n_classes)
-    bias = params[n_classes:]
-    return factors, bias - bias.mean()
+    bias = params[n_classes:] if has_bias else np.zeros(n_classes)
+    return params[:n_classes] * scale, bias - bias.mean()
 
 
 # -- Dirichlet calibration -----------------------------------------------------------
@@ -178,15 +166,6 @@ def floored_log_proba(xp, rows):
     with np.errstate(invalid="ignore", under="ignore"):
         rows -= logsumexp(xp, rows, axis=1)[:, None]
     return xp.maximum(rows, LOG_PROBA_FLOOR)
-
-
-def odir_penalty(matrix, bias, reg_lambda, reg_mu):
-    """ODIR: ``lambda / (K (K-1)) sum_{i != j} W_ij^2 + mu / K sum_j b_j^2``."""
-    n_classes = len(bias)
-    off = matrix - np.diag(np.diag(matrix))
-    return reg_lambda / (n_classes * (n_classes - 1)) * np.sum(
-        off * off
-    ) + reg_mu / n_classes * np.dot(bias, bias)
 
 
 def _unpack(data, params):
@@ -213,10 +192,11 @@ def dirichlet_loss(params, data, reg_lambda, reg_mu):
 
     loss, grad_m, grad_b = data.sums(one_block)
     loss, grad_m, grad_b = loss / data.total, grad_m / data.total, grad_b / data.total
-    # The ODIR penalty and its gradient.
+    # The ODIR penalty, lambda / (K (K-1)) sum_{i != j} W_ij^2 + mu / K |b|^2,
+    # and its gradient.
     off_scale = reg_lambda / (n_classes * (n_classes - 1))
     off = matrix - np.diag(np.diag(matrix))
-    loss += odir_penalty(matrix, bias, reg_lambda, reg_mu)
+    loss += off_scale * np.sum(off * off) + reg_mu / n_classes * np.dot(bias, bias)
     grad_m += 2 * off_scale * off
     grad_b += 2 * reg_mu / n_classes * bias
     return float(loss), np.concatenate([grad_m.ravel(), grad_b])

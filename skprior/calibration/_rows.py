@@ -107,11 +107,7 @@ class Rows:
 
     def asarray(self, values):
         """A host parameter vector or matrix on the device, in the working dtype."""
-        return (
-            np.asarray(values)
-            if self.is_numpy
-            else from_host(self.xp, values, self.device, self.dtype)
-        )
+        return from_host(self.xp, values, self.device, self.dtype)
 
     def result(self, values):
         """A fitted host array in the caller's namespace and on its device."""
@@ -161,8 +157,7 @@ class Rows:
     def subset(self, index):
         """The rows ``index`` (host integers) of these rows, not copied."""
         xp = self.xp
-        if not self.is_numpy:
-            index = from_host(xp, index, self.device)
+        index = from_host(xp, index, self.device)
 
         def take(a):
             return xp.take(a, index, axis=0)
@@ -272,10 +267,31 @@ def map_logits(logits):
     return z, on_device, apply
 
 
-def host_parameter(values):
-    """A parameter given as an array of another library (a fitted one), on the host."""
-    xp = namespace_of(values)
-    return values if xp is None else to_host(xp, values)[0]
+def parameter_array(values, shape, name, what):
+    """``values`` as a finite float64 host array of ``shape``, or a named error.
+
+    A fitted parameter given back in its namespace comes to the host.
+    """
+    bad = ValueError(
+        f"{name} must be a finite array of real numbers of shape {shape} "
+        f"({what}), got {values!r:.60}."
+    )
+    try:
+        if namespace_of(values) is not None:
+            values = to_host(namespace_of(values), values)[0]
+        if np.iscomplexobj(values):
+            raise bad
+        values = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad from None
+    if values.shape != shape or not np.all(np.isfinite(values)):
+        raise bad
+    return values
+
+
+def check_vector(values, n_classes, name):
+    """A finite parameter vector of one entry per class (:func:`parameter_array`)."""
+    return parameter_array(values, (n_classes,), name, "one entry per class")
 
 
 def exp_(xp, u):

@@ -12,9 +12,8 @@ import numpy as np
 from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_TEMPERATURE_METHOD
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import as_numeric
 from skprior.calibration._checks import warn_if_separable
-from skprior.calibration._rows import fit_rows, host_parameter, map_logits
+from skprior.calibration._rows import check_vector, fit_rows, map_logits
 from skprior.calibration._temperature_solvers import fit_bcts, fit_ec, fit_nll
 
 
@@ -68,12 +67,7 @@ def softmax_temperature(logits, temperature, bias=None):
     z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
     if bias is not None:
-        bias = as_numeric(host_parameter(bias), "bias", f"({n_classes},)")
-        if bias.shape != (n_classes,) or not np.all(np.isfinite(bias)):
-            raise ValueError(
-                f"bias must be a finite 1-D array with one entry per class "
-                f"({n_classes}), got shape {bias.shape}."
-            )
+        bias = check_vector(bias, n_classes, "bias")
     bias = on_device(bias)
     temperature = float(temperature)  # (a NumPy scalar is no array API operand)
 

@@ -55,11 +55,6 @@ _EVALUATION_BLOCK = 2**16
 def _gaps_and_spreads(xp, d):
     """Per row of ``d``: the gap from the top logit to the next, and the spread."""
     finite = xp.isfinite(d)
-    if isinstance(d, np.ndarray):  # (reductions with where=: no float temporary)
-        return (
-            -np.max(d, axis=1, where=finite & (d < 0), initial=-np.inf),
-            -np.min(d, axis=1, where=finite, initial=0.0),
-        )
     return (
         -xp.max(xp.where(finite & (d < 0), d, -xp.inf), axis=1),
         -xp.min(xp.where(finite, d, 0.0), axis=1),
@@ -149,31 +144,29 @@ def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
         with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
             return func(np.exp(log_t))
 
+    side = None
     if limit_low[0] <= limit_low[1]:
-        warn_user(describe("low"))
-        return float(np.exp(log_low))
-    if limit_high[0] >= -limit_high[1]:
-        warn_user(describe("high"))
-        return float(np.exp(log_high))
-    f_low, f_high = f(log_low), f(log_high)
-    step = np.log(10.0)
-    for _ in range(_MAX_WIDENINGS):
-        if f_low > 0:
-            break
-        log_low -= step
-        f_low = f(log_low)
-    for _ in range(_MAX_WIDENINGS):
-        if f_high < 0:
-            break
-        log_high += step
-        f_high = f(log_high)
-    if f_low <= 0:
-        # The limit is positive but too close to 0 for double precision.
-        warn_user(describe("low"))
-        return float(np.exp(log_low))
-    if f_high >= 0:
-        warn_user(describe("high"))
-        return float(np.exp(log_high))
+        side = "low"
+    elif limit_high[0] >= -limit_high[1]:
+        side = "high"
+    else:
+        f_low, f_high = f(log_low), f(log_high)
+        step = np.log(10.0)
+        for _ in range(_MAX_WIDENINGS):
+            if f_low > 0:
+                break
+            log_low -= step
+            f_low = f(log_low)
+        for _ in range(_MAX_WIDENINGS):
+            if f_high < 0:
+                break
+            log_high += step
+            f_high = f(log_high)
+        # (no sign change: the limit is right but too close to 0 for doubles)
+        side = "low" if f_low <= 0 else "high" if f_high >= 0 else None
+    if side is not None:
+        warn_user(describe(side))
+        return float(np.exp(log_low if side == "low" else log_high))
     root = brentq(f, log_low, log_high, xtol=1e-13, rtol=4 * np.finfo(float).eps)
     return float(np.exp(root))
 
@@ -191,12 +184,8 @@ def fit_ec(data):
         return correct, 1.0 / n_top - correct, 1.0 / n_finite - correct
 
     (accuracy, _), limit_low, limit_high = _prepass(data, terms)
-
-    def func(temperature):
-        return _mean_confidence(data, temperature) - accuracy
-
     return _solve_log_temperature(
-        func,
+        lambda temperature: _mean_confidence(data, temperature) - accuracy,
         limit_low,
         limit_high,
         lambda side: _describe_ec(side, accuracy),
