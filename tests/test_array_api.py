@@ -184,6 +184,38 @@ def test_bcts_chance_warning_in_every_namespace(backend):
     assert abs(temperature - expected) <= 1e-8 * expected
 
 
+def _exactly_at_chance(method, rng):
+    """Logits whose limit at T -> infinity is 0 in exact arithmetic.
+
+    EC: accuracy exactly 1/3. NLL: each row (0, -a) twice, once of each
+    class, so that the terms ``mean(d) - d_true`` are +a/2 and -a/2.
+    """
+    if method == "ec":
+        logits = rng.normal(size=(300, 3))
+        y = np.argmax(logits, axis=1)
+        y[:200] = (y[:200] + 1 + rng.integers(0, 2, size=200)) % 3
+        return logits, y
+    gaps = np.tile(rng.uniform(0.5, 3.0, size=150), 2)
+    return np.column_stack([np.zeros(300), -gaps]), np.repeat([0, 1], 150)
+
+
+@pytest.mark.parametrize("method", ["ec", "nll"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_limits_at_chance_warn_in_every_namespace(backend, method):
+    """A limit exactly 0 comes out as a few 1e-17 of either sign: within its
+    rounding bound it counts as 0 in every namespace (the same warning, the
+    same T), whatever the order of the rows."""
+    to_backend = _convert(backend)
+    rng = np.random.default_rng(3)
+    logits, y = _exactly_at_chance(method, rng)
+    for order in (np.arange(300), *(rng.permutation(300) for _ in range(5))):
+        with pytest.warns(UserWarning, match="uniform|no better than chance"):
+            expected = fit_temperature(logits[order], y[order], method=method)
+        with pytest.warns(UserWarning, match="uniform|no better than chance"):
+            result = fit_temperature(to_backend(logits[order]), y[order], method=method)
+        assert result == pytest.approx(expected, rel=1e-12)
+
+
 # -- class-wise calibration ----------------------------------------------------------
 
 CLASSWISE_FITS = {

@@ -1,8 +1,10 @@
 """The numerics of class-wise calibration: vector scaling and Dirichlet calibration.
 
 Solvers behind :func:`skprior.fit_vector_scaling` and
-:func:`skprior.fit_dirichlet_calibration`, on validated float64 arrays (no
-input checks here). Every fit minimises a weighted mean log loss of
+:func:`skprior.fit_dirichlet_calibration`, on validated rows
+(:class:`~skprior.calibration._rows.Rows`, no input checks here) of any array
+namespace: each loss and gradient is one pass over the rows on their device,
+and L-BFGS runs on the host. Every fit minimises a weighted mean log loss of
 ``softmax(u)`` plus, for Dirichlet calibration, the ODIR penalty, with L-BFGS
 and an analytic gradient summed over row blocks (the temporaries stay the size
 of one block): with ``r = softmax(u) - onehot(y)`` the gradient of the log loss

@@ -1,10 +1,11 @@
 """Temperature calibration: EC, NLL and bias-corrected temperature scaling.
 
 The array functions :func:`softmax_temperature`, :func:`fit_temperature` and
-:func:`fit_bias_corrected_temperature`; the estimator that calls them,
-:class:`TemperatureCalibratedClassifier`, is in ``_temperature_classifier.py``
-(with the class-wise methods the two did not fit one module). The root finding
-and the L-BFGS fit are in ``_temperature_solvers.py``.
+:func:`fit_bias_corrected_temperature`, one code path for NumPy and every
+array API namespace (the logits stay on their device; see ``_rows.py``); the
+estimator that calls them, :class:`TemperatureCalibratedClassifier`, is in
+``_classifier.py``. The root finding and the L-BFGS fit are in
+``_temperature_solvers.py``.
 """
 
 import numpy as np
@@ -43,8 +44,9 @@ def softmax_temperature(logits, temperature, bias=None):
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes)
-        Rows sum to one.
+    proba : array of shape (n_samples, n_classes)
+        Rows sum to one; an array of the namespace, device and dtype of
+        ``logits`` (a lazy Dask array for Dask input).
 
     See Also
     --------
@@ -226,8 +228,9 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     -------
     temperature : float
         :math:`T > 0`.
-    bias : ndarray of shape (n_classes,)
-        :math:`b`, with mean zero.
+    bias : array of shape (n_classes,)
+        :math:`b`, with mean zero; float64, in the namespace and on the device
+        of ``logits``.
 
     Warns
     -----

@@ -1,8 +1,12 @@
 """The numerics of temperature scaling: EC, NLL and BCTS on shifted logits.
 
 Solvers behind :func:`skprior.fit_temperature` and
-:func:`skprior.fit_bias_corrected_temperature`, on validated float64 logits
-shifted so that each row's maximum is 0 (no input checks here).
+:func:`skprior.fit_bias_corrected_temperature`, on validated logits
+(:class:`~skprior.calibration._rows.Rows` of any array namespace) shifted so
+that each row's maximum is 0 (no input checks here). Every evaluation of the
+function whose root Brent's method finds, and every loss and gradient of
+L-BFGS, is one pass over the logits on their device that returns a scalar or a
+``K``-vector; rows that must not count have weight 0.
 
 How the temperature is found
 ----------------------------
