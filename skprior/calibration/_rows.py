@@ -324,6 +324,8 @@ def softmax_residual(data, rows, u):
     even when their true class is at ``-inf``.
     """
     xp, w = data.xp, data.weights[rows]
+    # (the loss's log-sum-exp, top + log(sums), shares its exponentials with
+    # the residual: logsumexp() and a second exp would read the block twice)
     top = xp.max(u, axis=1, keepdims=True)
     u_true = data.take_true(rows, u)
     u -= top

@@ -34,6 +34,7 @@ def numpy_rows(values, y, weights):
     """The fit rows of NumPy arrays, as the solvers read them."""
     return Rows(*get_namespace(values), values, y, weights).totalled()
 
+
 # -- naive references, written from the formulas -------------------------------------
 
 
