@@ -22,8 +22,12 @@ from skprior import (
     bbse_test_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
+    fit_dirichlet_calibration,
     fit_temperature,
+    fit_vector_scaling,
+    softmax_dirichlet_calibration,
     softmax_temperature,
+    softmax_vector_scaling,
     topk_entropy,
 )
 from skprior.metrics import expected_calibration_error, reliability_curve
@@ -163,6 +167,96 @@ def test_bcts_separability_warning_as_on_numpy(backend, logits_data):
         warnings.simplefilter("error")
         fit_bias_corrected_temperature(logits, y, sample_weight=weights)
         fit_bias_corrected_temperature(to_backend(logits), y, sample_weight=weights)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bcts_chance_warning_in_every_namespace(backend):
+    """Logits no better than chance: BCTS warns in every namespace (same T)."""
+    to_backend = _convert(backend)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=400)
+    logits = rng.normal(size=(400, 3))  # independent of y
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, _ = fit_bias_corrected_temperature(logits, y)
+    with pytest.warns(UserWarning, match="no better than chance"):
+        temperature, _ = fit_bias_corrected_temperature(to_backend(logits), y)
+    assert abs(temperature - expected) <= 1e-8 * expected
+
+
+def _exactly_at_chance(method, rng):
+    """Logits whose limit at T -> infinity is 0 in exact arithmetic.
+
+    EC: accuracy exactly 1/3. NLL: each row (0, -a) twice, once of each
+    class, so that the terms ``mean(d) - d_true`` are +a/2 and -a/2.
+    """
+    if method == "ec":
+        logits = rng.normal(size=(300, 3))
+        y = np.argmax(logits, axis=1)
+        y[:200] = (y[:200] + 1 + rng.integers(0, 2, size=200)) % 3
+        return logits, y
+    gaps = np.tile(rng.uniform(0.5, 3.0, size=150), 2)
+    return np.column_stack([np.zeros(300), -gaps]), np.repeat([0, 1], 150)
+
+
+@pytest.mark.parametrize("method", ["ec", "nll"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_limits_at_chance_warn_in_every_namespace(backend, method):
+    """A limit exactly 0 comes out as a few 1e-17 of either sign: within its
+    rounding bound it counts as 0 in every namespace (the same warning, the
+    same T), whatever the order of the rows."""
+    to_backend = _convert(backend)
+    rng = np.random.default_rng(3)
+    logits, y = _exactly_at_chance(method, rng)
+    for order in (np.arange(300), *(rng.permutation(300) for _ in range(5))):
+        with pytest.warns(UserWarning, match="uniform|no better than chance"):
+            expected = fit_temperature(logits[order], y[order], method=method)
+        with pytest.warns(UserWarning, match="uniform|no better than chance"):
+            result = fit_temperature(to_backend(logits[order]), y[order], method=method)
+        assert result == pytest.approx(expected, rel=1e-12)
+
+
+# -- class-wise calibration ----------------------------------------------------------
+
+CLASSWISE_FITS = {
+    "vs": lambda z, y, w: fit_vector_scaling(z, y, sample_weight=w),
+    "nbvs": lambda z, y, w: fit_vector_scaling(z, y, bias=False, sample_weight=w),
+    "dirichlet": lambda z, y, w: fit_dirichlet_calibration(
+        z, y, reg_lambda=1.0, sample_weight=w
+    ),
+}
+
+
+@pytest.mark.parametrize("method", list(CLASSWISE_FITS))
+def test_classwise_fits(to_backend, dtype, logits_data, method):
+    """Vector scaling and Dirichlet fits equal NumPy's (to L-BFGS's tolerance),
+    and come back in the namespace and on the device of the logits."""
+    logits, y, weights = logits_data
+    logits = logits.astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the same warnings: not the point here)
+        expected = CLASSWISE_FITS[method](logits, y, weights)
+        result = CLASSWISE_FITS[method](to_backend(logits), to_backend(y), weights)
+    for fitted, reference in zip(result, expected, strict=True):
+        _assert_like(fitted, to_backend(logits), reference)
+        np.testing.assert_allclose(_host(fitted), reference, rtol=0, atol=1e-8)
+
+
+def test_classwise_maps(to_backend, dtype, logits_data):
+    """softmax(w * z + b) and softmax(W log p + b) equal NumPy's, in the
+    namespace and dtype of the logits, with parameters of that namespace."""
+    logits = logits_data[0].astype(dtype)
+    factors, bias = np.array([0.5, 1.0, -1.5, 2.0]), np.array([0.3, -0.1, 0.0, -0.2])
+    matrix = np.eye(4) + 0.1 * np.arange(16).reshape(4, 4) / 16
+    like = to_backend(logits)
+    for apply, parameters in (
+        (softmax_vector_scaling, (factors, bias)),
+        (softmax_dirichlet_calibration, (matrix, bias)),
+    ):
+        expected = apply(logits, *parameters)
+        result = apply(like, *(to_backend(p) for p in parameters))
+        _assert_like(result, like, expected)
+        _close(result, expected, dtype)
 
 
 # -- prior adaptation ----------------------------------------------------------------
@@ -394,10 +488,14 @@ _WRAPPER_SCRIPT = textwrap.dedent(
     X = rng.normal(size=(300, 4)) + y[:, None]
     X_t, y_t = torch.asarray(X), torch.asarray(y)
     prior = [1 / 3, 1 / 3, 1 / 3]
+    calibrations = ("ec", "nll", "bcts", "nbvs", "vs", "dirichlet")
     for make in (
         lambda m: PriorAdaptedClassifier(m, method="mle", train_prior=prior),
         lambda m: CANClassifier(m, tau=0.5, train_prior=prior),
-        lambda m: TemperatureCalibratedClassifier(m),
+        *(
+            lambda m, c=c: TemperatureCalibratedClassifier(m, method=c)
+            for c in calibrations
+        ),
     ):
         with sklearn.config_context(array_api_dispatch=True):
             wrapper = make(LinearDiscriminantAnalysis()).fit(X_t, y_t)
@@ -407,8 +505,11 @@ _WRAPPER_SCRIPT = textwrap.dedent(
         assert isinstance(log_out, torch.Tensor) and isinstance(predicted, torch.Tensor)
         fitted = make(LinearDiscriminantAnalysis()).fit(X, y)
         expected = fitted.predict_proba(X)
-        assert np.abs(out.numpy() - expected).max() < 1e-8, type(wrapper)
-        assert np.abs(log_out.numpy() - fitted.predict_log_proba(X)).max() < 1e-8
+        # (the L-BFGS fits agree to the optimiser's tolerance)
+        lbfgs = getattr(wrapper, "method", None) in calibrations[2:]
+        tol = 1e-6 if lbfgs else 1e-8
+        assert np.abs(out.numpy() - expected).max() < tol, type(wrapper)
+        assert np.abs(log_out.numpy() - fitted.predict_log_proba(X)).max() < tol
         assert (predicted.numpy() == fitted.predict(X)).all(), type(wrapper)
     print("ok")
     """

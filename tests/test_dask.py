@@ -14,8 +14,12 @@ from skprior import (
     bbse_test_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
+    fit_dirichlet_calibration,
     fit_temperature,
+    fit_vector_scaling,
+    softmax_dirichlet_calibration,
     softmax_temperature,
+    softmax_vector_scaling,
     topk_entropy,
 )
 from skprior.metrics import expected_calibration_error, reliability_curve
@@ -146,6 +150,36 @@ def test_bcts_on_separable_dask_logits_warns():
     separable = 3 * np.eye(3)[y] + 0.3 * rng.normal(size=(300, 3))
     with pytest.warns(UserWarning, match="was fitted on data it separates"):
         fit_bias_corrected_temperature(_lazy(separable), y)
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda z, y, w: fit_vector_scaling(z, y, sample_weight=w),
+        lambda z, y, w: fit_dirichlet_calibration(
+            z, y, reg_lambda=1.0, sample_weight=w
+        ),
+    ],
+    ids=["vector", "dirichlet"],
+)
+def test_classwise_fits_and_maps(logits_data, fit):
+    """Vector scaling and Dirichlet fits on Dask equal NumPy's (to L-BFGS's
+    tolerance) and are Dask arrays; their maps are lazy and equal NumPy's."""
+    logits, y, weights = logits_data
+    expected = fit(logits, y, weights)
+    result = fit(_lazy(logits), da.from_array(y, chunks=300), weights)
+    for fitted, reference in zip(result, expected, strict=True):
+        assert isinstance(fitted, da.Array)
+        np.testing.assert_allclose(fitted.compute(), reference, atol=1e-8)
+    apply = (
+        softmax_dirichlet_calibration
+        if expected[0].ndim == 2
+        else softmax_vector_scaling
+    )
+    with ComputeCounter() as counter:
+        proba = apply(_lazy(logits), *expected)
+    assert counter.count == 0
+    np.testing.assert_allclose(proba.compute(), apply(logits, *expected), atol=TOL)
 
 
 def test_bbse_and_topk_entropy(outputs):

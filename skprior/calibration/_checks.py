@@ -22,44 +22,33 @@ The checks read the fitted scores in row blocks, so they cost one pass over
 the data and a block of memory.
 """
 
-import numpy as np
-
-from skprior._utils._kernels import row_blocks
 from skprior._utils._validation import warn_user
 
 # Samples per free parameter below which a fit warns.
 ROWS_PER_PARAMETER = 10
 
 
-def separates(scores, y, weights, n_rows, n_classes):
-    """Whether ``scores(block)`` ranks every weighted row's true class first.
-
-    ``scores`` maps a slice of rows to their calibrated logits; a tie with
-    another class counts as not separated.
-    """
-    for block in row_blocks(n_rows, n_classes):
-        u = np.array(scores(block), dtype=np.float64)
-        labels = y[block]
-        index = np.arange(u.shape[0])
-        true = u[index, labels].copy()
-        u[index, labels] = -np.inf
-        used = weights[block] > 0
-        if np.any(used & ~(true > u.max(axis=1))):
-            return False
-    return True
-
-
-def warn_if_separable(scores, y, weights, n_rows, n_classes, what, grows):
+def warn_if_separable(data, scores, what, grows):
     """Warn when the fitted calibration separates the fit data.
 
-    ``what`` names the method, ``grows`` what goes to infinity.
+    ``scores(rows, block)`` maps a block of ``data`` (:class:`Rows`) to its
+    calibrated logits; the data are separated when every row of positive
+    weight ranks its true class strictly first (a tie counts as not
+    separated). One pass. ``what`` names the method, ``grows`` what goes to
+    infinity.
     """
-    if separates(scores, y, weights, n_rows, n_classes):
-        warn_separable(what, grows)
+    xp = data.xp
 
+    def one_block(rows, block):
+        u = scores(rows, block)
+        onehot = data.onehot(rows)
+        other = xp.max(xp.where(onehot, -xp.inf, u), axis=1)
+        missed = (data.weights[rows] > 0) & ~(data.take_true(rows, u) > other)
+        return (xp.sum(xp.astype(missed, data.dtype)),)
 
-def warn_separable(what, grows):
-    """The warning of :func:`warn_if_separable` (also for the array API path)."""
+    (n_missed,) = data.sums(one_block)
+    if float(n_missed) > 0:
+        return
     warn_user(
         f"{what} was fitted on data it separates: the calibrated "
         f"probabilities put every fit sample's true class on top, so the "
@@ -72,13 +61,16 @@ def warn_separable(what, grows):
     )
 
 
-def warn_if_few_rows(weights, n_params, what, fix):
-    """Warn when the effective number of rows is below 10 per free parameter.
+def effective_rows(data):
+    """``(sum w)^2 / sum w^2``: the number of rows for unit weights."""
+    w = data.weights
+    total, squares = data.host(data.xp.sum(w), data.dot(w, w))
+    return float(total) ** 2 / float(squares)
 
-    The effective number of rows is ``(sum w)^2 / sum w^2`` (the number of
-    rows for unit weights).
-    """
-    n_eff = weights.sum() ** 2 / np.dot(weights, weights)
+
+def warn_if_few_rows(data, n_params, what, fix):
+    """Warn when the effective number of rows is below 10 per free parameter."""
+    n_eff = effective_rows(data)
     need = ROWS_PER_PARAMETER * n_params
     if n_eff < need:
         warn_user(

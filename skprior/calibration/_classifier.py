@@ -9,7 +9,7 @@ numerics are in those modules' array functions, which it only calls.
 import numpy as np
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import namespace_of
+from skprior._utils._array_api import get_namespace, safe_log
 from skprior._utils._constraints import (
     CONSTRAINTS,
     constraints,
@@ -36,9 +36,6 @@ from skprior.calibration._temperature import (
     fit_bias_corrected_temperature,
     fit_temperature,
     softmax_temperature,
-)
-from skprior.calibration._temperature_xp import (
-    log_of_proba_xp,
 )
 
 
@@ -216,27 +213,28 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         n_classes = len(self.classes_)
         if hasattr(self.estimator_, "decision_function"):
             scores = self._call_inner("decision_function", X)
-            xp = namespace_of(scores)  # (array API dispatch: stays on its device)
-            if xp is None:
-                scores = np.asarray(scores)
+            # (array API dispatch: the scores stay in their namespace, on device)
+            xp, is_numpy = get_namespace(scores)
+            scores = np.asarray(scores) if is_numpy else scores
             name = f"{type(self.estimator_).__name__}.decision_function(X)"
             if scores.ndim == 1 and n_classes != 2:
                 raise ValueError(
                     f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
                     f"score is read as binary."
                 )
-            if xp is None:
+            if is_numpy:
                 logits, _ = check_logits(scores, name=name)
             else:
                 logits, _ = check_logits_xp(xp, scores, name=name)
         else:
             proba = self._inner_proba(X)
-            xp = namespace_of(proba)
-            if xp is None:
-                with np.errstate(divide="ignore"):
-                    logits = np.log(proba.astype(np.float64))
-            else:
-                logits = log_of_proba_xp(xp, proba)
+            xp, is_numpy = get_namespace(proba)
+            with np.errstate(divide="ignore"):  # (-inf for exact zeros)
+                logits = (
+                    np.log(proba.astype(np.float64))
+                    if is_numpy
+                    else safe_log(xp, xp.astype(proba, xp.float64))
+                )
             name = f"{type(self.estimator_).__name__}.predict_proba(X)"
         if logits.shape[1] != n_classes:
             raise ValueError(

@@ -18,32 +18,28 @@ The names say what is returned or applied, as ``fit_temperature`` and
 import numpy as np
 
 from skprior._utils._constraints import constraints
-from skprior._utils._kernels import row_blocks
 from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    check_logits,
-    warn_if_probabilities,
-)
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
-)
 from skprior.calibration._checks import warn_if_few_rows, warn_if_separable
 from skprior.calibration._classwise_solvers import (
-    LogProbaRows,
-    dirichlet_scaled,
     fit_dirichlet,
     fit_vs,
     floored_log_proba,
     select_dirichlet,
     vector_scaled,
 )
-from skprior.calibration._temperature_solvers import nll_rows
+from skprior.calibration._rows import (
+    Rows,
+    check_vector,
+    fit_rows,
+    map_logits,
+    map_rows,
+    parameter_array,
+)
 
 
-def _require_every_class(y, weights, n_classes, what, fix):
-    class_weight = np.bincount(y, weights=weights, minlength=n_classes)
+def _require_every_class(data, what, fix):
+    class_weight = data.class_totals()
     if np.any(class_weight <= 0):
         missing = np.flatnonzero(class_weight <= 0).tolist()
         raise ValueError(
@@ -52,40 +48,6 @@ def _require_every_class(y, weights, n_classes, what, fix):
             f"logit of the true class): their parameters would go to infinity. "
             f"{fix}"
         )
-
-
-def _parameter_array(values, shape, name, what):
-    """``values`` as a finite float64 array of ``shape``, or a named error."""
-    bad = ValueError(
-        f"{name} must be a finite array of real numbers of shape {shape} "
-        f"({what}), got {values!r:.60}."
-    )
-    try:
-        if np.iscomplexobj(values):
-            raise bad
-        values = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise bad from None
-    if values.shape != shape or not np.all(np.isfinite(values)):
-        raise bad
-    return values
-
-
-def _check_vector(values, n_classes, name):
-    return _parameter_array(values, (n_classes,), name, "one entry per class")
-
-
-def _softmax_blocks(z, dtype, transform):
-    """``softmax(transform(z[block]))`` block by block, in ``dtype``."""
-    proba = np.empty(z.shape, dtype=dtype)
-    for block in row_blocks(*z.shape):
-        u = transform(z[block].astype(np.float64))
-        u -= u.max(axis=1, keepdims=True)
-        with np.errstate(under="ignore"):
-            np.exp(u, out=u)
-        u /= u.sum(axis=1, keepdims=True)
-        proba[block] = u
-    return proba
 
 
 # -- vector scaling -------------------------------------------------------------------
@@ -132,9 +94,10 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
 
     Returns
     -------
-    weights : ndarray of shape (n_classes,)
-        The class factors :math:`w`.
-    bias : ndarray of shape (n_classes,)
+    weights : array of shape (n_classes,)
+        The class factors :math:`w`, float64, in the namespace and on the
+        device of ``logits`` (as are the biases).
+    bias : array of shape (n_classes,)
         :math:`b`, with mean zero (softmax does not change when a constant is
         added to every class); zeros when ``bias=False``.
 
@@ -187,43 +150,33 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
     >>> fit_vector_scaling(logits, y, bias=False)[1]
     array([0., 0., 0.])
     """
-    # (never written to: the solvers read float64 copies of row blocks, so a
-    # float32 batch is not copied whole)
-    z, _ = check_logits(logits, as_float64=False)
-    warn_if_probabilities(z)
-    n_classes = z.shape[1]
-    y = check_class_indices(y, z.shape[0], n_classes)
-    weights = check_sample_weight(sample_weight, z.shape[0])
     # Rows whose true class has probability exactly 0 (and rows of weight 0)
-    # cannot move the minimiser: leave them out. nll_rows reads the true class
-    # of each row only, so it is given the unshifted logits.
-    z, y, _, weights = nll_rows(z, y, weights)
+    # cannot move the minimiser: they get weight 0 (Rows.usable).
+    data = fit_rows(logits, y, sample_weight).usable()
+    n_classes = data.shape[1]
     what = "Vector scaling" if bias else "No-bias vector scaling"
     _require_every_class(
-        y,
-        weights,
-        n_classes,
+        data,
         what,
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
-    factors, offsets = fit_vs(z, y, weights, bias)
+    factors, offsets = fit_vs(data, bias)
     warn_if_few_rows(
-        weights,
+        data,
         2 * n_classes - 1 if bias else n_classes,
         what,
         "Calibrate on more held-out data, or use a method with fewer parameters: "
         + ("no-bias vector scaling (bias=False, method='nbvs') or " if bias else "")
         + "a temperature (fit_temperature, method='nll').",
     )
+    on_device = data.asarray(factors), data.asarray(offsets)
     warn_if_separable(
-        lambda block: vector_scaled(z[block], factors, offsets),
-        y,
-        weights,
-        *z.shape,
+        data,
+        lambda rows, z: vector_scaled(data.xp, z, *on_device),
         what,
         "the class factors grow without bound",
     )
-    return factors, offsets
+    return data.result(factors), data.result(offsets)
 
 
 @validate_params(
@@ -250,8 +203,9 @@ def softmax_vector_scaling(logits, weights, bias=None):
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes)
-        Rows sum to one.
+    proba : array of shape (n_samples, n_classes)
+        Rows sum to one; an array of the namespace, device and dtype of
+        ``logits`` (a lazy Dask array for Dask input).
 
     See Also
     --------
@@ -266,39 +220,37 @@ def softmax_vector_scaling(logits, weights, bias=None):
     >>> softmax_vector_scaling(np.array([[1.0, -np.inf]]), [1.0, -2.0])
     array([[1., 0.]])
     """
-    z, dtype = check_logits(logits, as_float64=False)
+    z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
-    factors = _check_vector(weights, n_classes, "weights")
+    factors = on_device(check_vector(weights, n_classes, "weights"))
     if bias is not None:
-        bias = _check_vector(bias, n_classes, "bias")
-    return _softmax_blocks(z, dtype, lambda rows: vector_scaled(rows, factors, bias))
+        bias = on_device(check_vector(bias, n_classes, "bias"))
+    return apply(lambda xp, rows: vector_scaled(xp, rows, factors, bias))
 
 
 # -- Dirichlet calibration ------------------------------------------------------------
 
 
 def _dirichlet_inputs(logits, y, sample_weight):
-    """Floored log-probabilities, labels and weights of the usable rows."""
-    z, _ = check_logits(logits, as_float64=False)  # (read block by block)
-    warn_if_probabilities(z)
-    n_classes = z.shape[1]
-    y = check_class_indices(y, z.shape[0], n_classes)
-    weights = check_sample_weight(sample_weight, z.shape[0])
-    keep = weights > 0
-    index = None
-    if not keep.all():
-        index = np.flatnonzero(keep)  # (rows picked as read, z not copied)
-        y, weights = y[index], weights[index]
+    """Floored log-probabilities of the rows of positive weight, host labels.
+
+    ``log p`` is kept in the precision of the logits (float32 logits:
+    float32, the size of the input) and read in float64 row blocks; the rows
+    of weight 0 are left out by index, not copied.
+    """
+    data = fit_rows(logits, y, sample_weight)
     _require_every_class(
-        y,
-        weights,
-        n_classes,
+        data,
         "Dirichlet calibration",
         "Fit on data that has every class, or use fit_temperature.",
     )
-    # float32 logits: float32 log-probabilities, read as float64 row blocks.
-    dtype = np.float32 if z.dtype == np.float32 else np.float64
-    return LogProbaRows(floored_log_proba(z, dtype), index), y, weights
+    xp, z = data.xp, data.values
+    log_proba = map_rows(xp, data.is_numpy, z, lambda u: floored_log_proba(xp, u))
+    y, weights = data.host(data.y, data.weights)  # (labels for the folds)
+    rows = Rows(xp, data.is_numpy, log_proba, data.y, data.weights)
+    if not np.all(weights > 0):
+        rows, y = rows.subset(np.flatnonzero(weights > 0)), y[weights > 0]
+    return rows.totalled(), y
 
 
 @validate_params(
@@ -358,10 +310,10 @@ def fit_dirichlet_calibration(
 
     Returns
     -------
-    matrix : ndarray of shape (n_classes, n_classes)
-        :math:`W`.
-    bias : ndarray of shape (n_classes,)
-        :math:`b`, with mean zero.
+    matrix : array of shape (n_classes, n_classes)
+        :math:`W`, float64, in the namespace and on the device of ``logits``.
+    bias : array of shape (n_classes,)
+        :math:`b`, with mean zero (likewise).
 
     Warns
     -----
@@ -397,7 +349,10 @@ def fit_dirichlet_calibration(
     float64 row blocks for the arithmetic; the cross-validation of
     ``reg_lambda="auto"`` reads its folds as row subsets of it, not copies.
     The peak is under twice a float32 input (measured at 10^6 x 100: 1.56x,
-    and 1.62x with ``reg_lambda="auto"``).
+    and 1.62x with ``reg_lambda="auto"``). Arrays of other libraries keep
+    :math:`\log p` on their device; only the labels and weights (one number
+    per row, for the rows left out and the folds) and the parameters cross to
+    the host.
 
     **Identifiability.** Softmax ignores a constant added to every class, so
     without a bias penalty :math:`b` is defined up to a constant (the one
@@ -423,13 +378,11 @@ def fit_dirichlet_calibration(
     >>> softmax_dirichlet_calibration(logits[:2], matrix, bias).sum(axis=1)
     array([1., 1.])
     """
-    log_proba, y, weights = _dirichlet_inputs(logits, y, sample_weight)
+    log_proba, y = _dirichlet_inputs(logits, y, sample_weight)
     if reg_lambda == "auto":
-        reg_lambda, _ = _select(log_proba, y, weights, reg_mu)
+        reg_lambda, _ = _select(log_proba, y, reg_mu)
     reg_mu = reg_lambda if reg_mu is None else reg_mu
-    matrix, bias = fit_dirichlet(
-        log_proba, y, weights, float(reg_lambda), float(reg_mu)
-    )
+    matrix, bias = fit_dirichlet(log_proba, float(reg_lambda), float(reg_mu))
     n_classes = log_proba.shape[1]
     # ODIR leaves the diagonal of W free; without a penalty the off-diagonal
     # entries and the biases are free too.
@@ -439,7 +392,7 @@ def fit_dirichlet_calibration(
         + (n_classes - 1 if reg_mu == 0 else 0)
     )
     warn_if_few_rows(
-        weights,
+        log_proba,
         free,
         "Dirichlet calibration",
         "Calibrate on more held-out data, use a larger reg_lambda and reg_mu "
@@ -450,20 +403,20 @@ def fit_dirichlet_calibration(
     # b where their penalty is 0): if it alone ranks every true class first,
     # moving further along it lowers every sample's loss and leaves the
     # penalty as it is, so the fit has no finite minimiser.
-    free_matrix = matrix if reg_lambda == 0 else np.diag(np.diag(matrix))
-    free_bias = bias if reg_mu == 0 else np.zeros(n_classes)
+    free_matrix = log_proba.asarray(
+        matrix if reg_lambda == 0 else np.diag(np.diag(matrix))
+    )
+    free_bias = log_proba.asarray(bias if reg_mu == 0 else np.zeros(n_classes))
     warn_if_separable(
-        lambda block: dirichlet_scaled(log_proba.block(block), free_matrix, free_bias),
-        y,
-        weights,
-        *log_proba.shape,
+        log_proba,
+        lambda rows, log_p: log_p @ free_matrix.T + free_bias,
         "Dirichlet calibration",
         "its unpenalised parameters grow (the diagonal of W, which ODIR leaves free)",
     )
-    return matrix, bias
+    return log_proba.result(matrix), log_proba.result(bias)
 
 
-def _select(log_proba, y, weights, reg_mu):
+def _select(log_proba, y, reg_mu):
     counts = np.bincount(y, minlength=log_proba.shape[1])
     if counts.min() < 2:
         raise ValueError(
@@ -472,7 +425,7 @@ def _select(log_proba, y, weights, reg_mu):
             f"class {int(np.argmin(counts))} has {int(counts.min())}. Pass a "
             f"number as reg_lambda (for example 1.0), or fit on more data."
         )
-    return select_dirichlet(log_proba, y, weights, reg_mu)
+    return select_dirichlet(log_proba, y, reg_mu)
 
 
 @validate_params(
@@ -544,8 +497,8 @@ def select_dirichlet_regularization(logits, y, *, reg_mu=None, sample_weight=Non
     >>> reg_lambda in cv_scores
     True
     """
-    log_proba, y, weights = _dirichlet_inputs(logits, y, sample_weight)
-    reg_lambda, scores = _select(log_proba, y, weights, reg_mu)
+    log_proba, y = _dirichlet_inputs(logits, y, sample_weight)
+    reg_lambda, scores = _select(log_proba, y, reg_mu)
     return float(reg_lambda), {float(k): float(v) for k, v in scores.items()}
 
 
@@ -576,8 +529,9 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes)
-        Rows sum to one.
+    proba : array of shape (n_samples, n_classes)
+        Rows sum to one; an array of the namespace, device and dtype of
+        ``logits`` (a lazy Dask array for Dask input).
 
     See Also
     --------
@@ -594,16 +548,15 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
     array([[0.2, 0.8],
            [0.5, 0.5]])
     """
-    z, dtype = check_logits(logits, as_float64=False)
+    z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
-    matrix = _parameter_array(
+    matrix = parameter_array(
         matrix, (n_classes, n_classes), "matrix", "one row and one column per class"
     )
     bias = (
-        np.zeros(n_classes) if bias is None else _check_vector(bias, n_classes, "bias")
+        np.zeros(n_classes) if bias is None else check_vector(bias, n_classes, "bias")
     )
-    return _softmax_blocks(
-        z,
-        dtype,
-        lambda rows: dirichlet_scaled(floored_log_proba(rows), matrix, bias),
+    matrix, bias = on_device(matrix), on_device(bias)
+    return apply(
+        lambda xp, rows: floored_log_proba(xp, rows) @ matrix.T + bias,
     )

@@ -1,48 +1,21 @@
 """Temperature calibration: EC, NLL and bias-corrected temperature scaling.
 
 The array functions :func:`softmax_temperature`, :func:`fit_temperature` and
-:func:`fit_bias_corrected_temperature`; the estimator that calls them,
-:class:`TemperatureCalibratedClassifier`, is in ``_temperature_classifier.py``
-(with the class-wise methods the two did not fit one module). The root finding
-and the L-BFGS fit are in ``_temperature_solvers.py``.
+:func:`fit_bias_corrected_temperature`, one code path for NumPy and every
+array API namespace (the logits stay on their device; see ``_rows.py``); the
+estimator that calls them, :class:`TemperatureCalibratedClassifier`, is in
+``_classifier.py``. The root finding and the L-BFGS fit are in
+``_temperature_solvers.py``.
 """
 
 import numpy as np
-from scipy.special import logsumexp
 
-from skprior._utils._array_api import namespace_of
-from skprior._utils._constraints import (
-    constraints,
-)
-from skprior._utils._kernels import row_blocks
-from skprior._utils._options import (
-    DEFAULT_TEMPERATURE_METHOD,
-)
+from skprior._utils._constraints import constraints
+from skprior._utils._options import DEFAULT_TEMPERATURE_METHOD
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    as_numeric,
-    check_logits,
-    warn_if_probabilities,
-)
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
-)
-from skprior._utils._validation_xp import check_logits_lazy
 from skprior.calibration._checks import warn_if_separable
-from skprior.calibration._temperature_solvers import (
-    ShiftedLogits,
-    fit_bcts,
-    fit_ec,
-    fit_nll,
-    nll_rows,
-    shifted,
-)
-from skprior.calibration._temperature_xp import (
-    fit_bias_corrected_temperature_xp,
-    fit_temperature_xp,
-    softmax_xp,
-)
+from skprior.calibration._rows import check_vector, fit_rows, map_logits
+from skprior.calibration._temperature_solvers import fit_bcts, fit_ec, fit_nll
 
 
 @validate_params(
@@ -71,8 +44,9 @@ def softmax_temperature(logits, temperature, bias=None):
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes)
-        Rows sum to one.
+    proba : array of shape (n_samples, n_classes)
+        Rows sum to one; an array of the namespace, device and dtype of
+        ``logits`` (a lazy Dask array for Dask input).
 
     See Also
     --------
@@ -92,33 +66,21 @@ def softmax_temperature(logits, temperature, bias=None):
     >>> softmax_temperature(np.array([[0.0, np.log(3.0)]]), 1e6).round(3)
     array([[0.5, 0.5]])
     """
-    xp = namespace_of(logits)
-    if xp is None:
-        z, dtype = check_logits(logits, as_float64=False)
-    else:
-        z = check_logits_lazy(xp, logits)
+    z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
     if bias is not None:
-        bias = as_numeric(bias, "bias", f"({n_classes},)")
-        if bias.shape != (n_classes,) or not np.all(np.isfinite(bias)):
-            raise ValueError(
-                f"bias must be a finite 1-D array with one entry per class "
-                f"({n_classes}), got shape {bias.shape}."
-            )
-    if xp is not None:
-        return softmax_xp(xp, z, temperature, bias)
-    proba = np.empty(z.shape, dtype=dtype)
-    # Block by block, so that the float64 temporaries stay small (a few times
-    # one block, not ten times the batch).
-    for block in row_blocks(*z.shape):
-        with np.errstate(over="ignore", under="ignore"):
-            scaled = shifted(z[block].astype(np.float64))
-            scaled /= temperature
-            if bias is not None:
-                scaled += bias
-            scaled -= logsumexp(scaled, axis=1, keepdims=True)
-            proba[block] = np.exp(scaled, out=scaled)
-    return proba
+        bias = check_vector(bias, n_classes, "bias")
+    bias = on_device(bias)
+    temperature = float(temperature)  # (a NumPy scalar is no array API operand)
+
+    def transform(xp, rows):
+        rows -= xp.max(rows, axis=1, keepdims=True)
+        rows /= temperature
+        if bias is not None:
+            rows += bias
+        return rows
+
+    return apply(transform)
 
 
 @validate_params(
@@ -223,24 +185,12 @@ def fit_temperature(
     >>> bool(abs(fit_temperature(5 * logits, y, method="nll") / T - 1) < 0.2)
     True
     """
-    xp = namespace_of(logits)
-    if xp is not None:
-        return fit_temperature_xp(xp, logits, y, method, sample_weight)
-    # (the caller's float32 or float64 array, never written to: the shifted
-    # float64 logits are formed block by block, not copied whole)
-    z, _ = check_logits(logits, as_float64=False)
-    warn_if_probabilities(z)
-    y = check_class_indices(y, z.shape[0], z.shape[1])
-    weights = check_sample_weight(sample_weight, z.shape[0])
-    # Rows of weight 0 must not count, not even in the search interval, so
-    # that zero weights are the same as removing the rows.
-    keep = weights > 0
-    if not keep.all():
-        z, y, weights = z[keep], y[keep], weights[keep]
-    d = ShiftedLogits(z)
+    # (the caller's array, never written to: the shifted working-dtype rows
+    # are formed block by block, not copied whole)
+    data = fit_rows(logits, y, sample_weight, shift=True)
     if method == "ec":
-        return fit_ec(d, y, weights)
-    return fit_nll(d, y, weights)
+        return fit_ec(data)
+    return fit_nll(data.usable())
 
 
 @validate_params(
@@ -278,8 +228,9 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     -------
     temperature : float
         :math:`T > 0`.
-    bias : ndarray of shape (n_classes,)
-        :math:`b`, with mean zero.
+    bias : array of shape (n_classes,)
+        :math:`b`, with mean zero; float64, in the namespace and on the device
+        of ``logits``.
 
     Warns
     -----
@@ -326,16 +277,8 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     >>> bool(bias[0] > bias[1] and bias[0] > bias[2])
     True
     """
-    xp = namespace_of(logits)
-    if xp is not None:
-        return fit_bias_corrected_temperature_xp(xp, logits, y, sample_weight)
-    z, _ = check_logits(logits, as_float64=False)  # (never written to)
-    warn_if_probabilities(z)
-    n_classes = z.shape[1]
-    y = check_class_indices(y, z.shape[0], n_classes)
-    weights = check_sample_weight(sample_weight, z.shape[0])
-    d, y, _, weights = nll_rows(ShiftedLogits(z), y, weights)
-    class_weight = np.bincount(y, weights=weights, minlength=n_classes)
+    data = fit_rows(logits, y, sample_weight, shift=True).usable()
+    class_weight = data.class_totals()
     if np.any(class_weight <= 0):
         missing = np.flatnonzero(class_weight <= 0).tolist()
         raise ValueError(
@@ -344,13 +287,12 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
             f"sample: their bias would go to -infinity. Fit on data that has "
             f"every class, or use fit_temperature (one parameter)."
         )
-    temperature, bias = fit_bcts(d, y, weights)
+    temperature, bias = fit_bcts(data)
+    on_device = data.asarray(bias)
     warn_if_separable(
-        lambda block: d.block(block) / temperature + bias,
-        y,
-        weights,
-        *d.shape,
+        data,
+        lambda rows, d: d / temperature + on_device,
         "Bias-corrected temperature scaling",
         "T -> 0 (and the biases grow with 1 / T)",
     )
-    return temperature, bias
+    return temperature, data.result(bias)

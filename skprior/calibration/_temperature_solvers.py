@@ -1,8 +1,12 @@
 """The numerics of temperature scaling: EC, NLL and BCTS on shifted logits.
 
 Solvers behind :func:`skprior.fit_temperature` and
-:func:`skprior.fit_bias_corrected_temperature`, on validated float64 logits
-shifted so that each row's maximum is 0 (no input checks here).
+:func:`skprior.fit_bias_corrected_temperature`, on validated logits
+(:class:`~skprior.calibration._rows.Rows` of any array namespace) shifted so
+that each row's maximum is 0 (no input checks here). Every evaluation of the
+function whose root Brent's method finds, and every loss and gradient of
+L-BFGS, is one pass over the logits on their device that returns a scalar or a
+``K``-vector; rows that must not count have weight 0.
 
 How the temperature is found
 ----------------------------
@@ -29,8 +33,9 @@ import numpy as np
 from scipy.optimize import brentq, minimize
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._kernels import row_blocks
 from skprior._utils._validation import warn_user
+from skprior.calibration._checks import effective_rows
+from skprior.calibration._rows import exp_, finite_product, softmax_residual
 
 # Search interval before widening: T from (smallest top-logit gap) / 40, where
 # every softmax is one-hot to double precision, to 1000 x (largest spread of a
@@ -44,124 +49,92 @@ _MAX_WIDENINGS = 40
 _CHI2_1DF_99 = 6.634896601021214
 
 
-def shifted(z):
-    """``d = z - max_k z`` (every entry <= 0, top entries exactly 0)."""
-    return z - z.max(axis=1, keepdims=True)
-
-
-# Rows per block of the root searches' evaluations: about 2**16 entries, whose
-# float64 temporaries (512 KB each) stay in the CPU cache, so that a block's
-# several passes cost one read of the logits. Every evaluation sums per row
-# first, so the result does not depend on the blocks.
+# Rows per block of the root searches' evaluations on NumPy: about 2**16
+# entries, whose float64 temporaries (512 KB each) stay in the CPU cache, so
+# that a block's several passes cost one read of the logits. Every evaluation
+# sums per row first, so the result does not depend on the blocks.
 _EVALUATION_BLOCK = 2**16
 
 
-class ShiftedLogits:
-    """Validated logits ``z`` seen as ``d = z - max_k z`` in float64.
+def _gaps_and_spreads(xp, d):
+    """Per row of ``d``: the gap from the top logit to the next, and the spread."""
+    finite = xp.isfinite(d)
+    return (
+        -xp.max(xp.where(finite & (d < 0), d, -xp.inf), axis=1),
+        -xp.min(xp.where(finite, d, 0.0), axis=1),
+    )
 
-    ``z`` (float32 or float64) is kept as it is, never written to, and ``d``
-    is formed one block of rows at a time: a float64 copy of a float32 batch
-    would be twice its size. Each block of ``d`` equals the same rows of
-    ``shifted(z.astype(np.float64))`` exactly (a float32 maximum converts
-    exactly, and the subtraction is the same float64 operation).
+
+def _prepass(data, terms):
+    """One pass: the weighted means of per-row terms, and the search scale.
+
+    ``terms(rows, d)`` gives per-row vectors ``t``; returns, for each, the
+    weighted mean ``sum_i w_i t_i / sum_i w_i`` and a bound on its rounding
+    error: a limit that is exactly 0 in exact arithmetic (accuracy exactly at
+    chance) comes out as a few 1e-17 of either sign, depending on the order
+    of the rows, and within the bound it is taken as 0. The bound is that of
+    a sum of ``n`` rounded products, ``n * eps * sum_i |w_i t_i|``, with a
+    factor 4 for the weights' sum and the divisions. Sets ``data.total`` and
+    ``data.scale``: the smallest positive top-logit gap and the largest row
+    spread of the rows of positive weight (``(None, None)`` when no such row
+    has two distinct finite entries).
     """
-
-    def __init__(self, z, top=None):
-        self.z = z
-        self.shape = z.shape
-        self.top = z.max(axis=1).astype(np.float64) if top is None else top
-
-    def block(self, rows):
-        """``d[rows]``, a new float64 array (``rows`` a slice)."""
-        d = self.z[rows].astype(np.float64)
-        d -= self.top[rows, None]
-        return d
-
-    def blocks(self, elements=None):
-        """``(slice, d[slice])`` over the rows, about ``elements`` entries each."""
-        for rows in row_blocks(*self.shape, elements=elements):
-            yield rows, self.block(rows)
-
-    def true_entries(self, y):
-        """``d[i, y_i]`` of every row, float64."""
-        return self.z[np.arange(self.shape[0]), y].astype(np.float64) - self.top
-
-    def __getitem__(self, keep):
-        """The rows selected by a boolean mask, as a new ``ShiftedLogits``."""
-        return ShiftedLogits(self.z[keep], self.top[keep])
+    xp, w = data.xp, data.weights
+    *parts, gaps, spreads = data.per_row(
+        lambda rows, d: (*terms(rows, d), *_gaps_and_spreads(xp, d))
+    )
+    kept = w > 0
+    sums = [xp.sum(w), xp.min(xp.where(kept, gaps, xp.inf))]
+    sums += [xp.max(xp.where(kept, spreads, 0.0))]
+    for t in parts:
+        sums += [data.dot(w, t), data.dot(w, xp.abs(t))]
+    data.total, gap, spread, *sums = (float(v) for v in data.host(*sums))
+    data.scale = (gap, spread) if np.isfinite(gap) else (None, None)
+    bound = 4 * data.shape[0] * np.finfo(np.float64).eps / data.total
+    return [
+        (v / data.total, bound * m) for v, m in zip(sums[::2], sums[1::2], strict=True)
+    ]
 
 
 # -- the two monotone functions of log T ----------------------------------------
 
 
-def _mean_confidence(d, weights, temperature):
-    """Weighted mean over rows of ``max_k softmax(d / T)`` (``d``: ShiftedLogits)."""
-    sums = np.empty(d.shape[0])
-    for block, rows in d.blocks(_EVALUATION_BLOCK):  # (temporaries of one block)
-        rows /= temperature
-        with np.errstate(over="ignore", under="ignore"):
-            sums[block] = np.exp(rows, out=rows).sum(axis=1)
-    return np.dot(weights, 1.0 / sums) / weights.sum()
+def _mean_confidence(data, temperature):
+    """Weighted mean over rows of ``max_k softmax(d / T)``."""
+    xp, temperature = data.xp, float(temperature)
+
+    def one_block(rows, d):
+        d /= temperature
+        return (1.0 / xp.sum(exp_(xp, d), axis=1),)
+
+    (inverse,) = data.per_row(one_block, _EVALUATION_BLOCK)
+    return float(data.host(data.dot(data.weights, inverse))[0]) / data.total
 
 
-def _nll_slope(d, d_true, weights, temperature):
+def _nll_slope(data, temperature):
     """Derivative of the mean log loss with respect to ``beta = 1 / T``."""
-    expected = np.empty(d.shape[0])
-    for block, rows in d.blocks(_EVALUATION_BLOCK):  # (temporaries of one block)
-        with np.errstate(over="ignore", under="ignore"):
-            e = np.exp(rows / temperature)
-        sums = e.sum(axis=1)
-        # (e is 0 at the -inf entries: left there, not 0 * -inf)
-        np.multiply(e, rows, out=e, where=np.isfinite(rows))
-        expected[block] = e.sum(axis=1) / sums
-    return np.dot(weights, expected - d_true) / weights.sum()
+    xp, temperature = data.xp, float(temperature)
+
+    def one_block(rows, d):
+        e = exp_(xp, d / temperature)
+        sums = xp.sum(e, axis=1)
+        expected = xp.sum(finite_product(xp, e, d), axis=1) / sums
+        return (expected - data.d_true[rows],)
+
+    (terms,) = data.per_row(one_block, _EVALUATION_BLOCK)
+    return float(data.host(data.dot(data.weights, terms))[0]) / data.total
 
 
-def weighted_limit(weights, terms):
-    """``sum_i w_i t_i / sum_i w_i`` and a bound on its rounding error.
-
-    A limit that is exactly 0 in exact arithmetic (accuracy exactly at
-    chance) comes out as a few 1e-17 of either sign, depending on the order
-    of the rows; within the bound it is taken as 0. The bound is that of a
-    sum of ``n`` rounded products, ``n * eps * sum_i |w_i t_i|``, with a
-    factor 4 for the weights' sum and the divisions.
-    """
-    total = weights.sum()
-    value = np.dot(weights, terms) / total
-    scale = np.dot(weights, np.abs(terms)) / total
-    return value, 4 * len(terms) * np.finfo(np.float64).eps * scale
-
-
-def temperature_scale(d):
-    """Smallest positive top-logit gap and largest row spread of ``d``.
-
-    ``d`` is a :class:`ShiftedLogits`, read one block at a time.
-    """
-    gap, spread = np.inf, 0.0
-    for _, rows in d.blocks():
-        finite = np.isfinite(rows)
-        # (reductions with where=: no further float temporary)
-        gaps = -np.max(rows, axis=1, where=finite & (rows < 0), initial=-np.inf)
-        spreads = -np.min(rows, axis=1, where=finite, initial=0.0)
-        gap = min(gap, gaps.min(initial=np.inf))
-        spread = max(spread, spreads.max(initial=0.0))
-    if not np.isfinite(gap):
-        return None, None
-    return gap, spread
-
-
-def _solve_log_temperature(func, d, limit_low, limit_high, describe, scale=None):
+def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
     """Root in ``log T`` of a non-increasing ``func(T)`` with known limits.
 
     ``limit_low`` and ``limit_high`` are ``(value, rounding bound)`` of the
-    limits of ``func`` at ``T -> 0`` and ``T -> infinity``
-    (:func:`weighted_limit`); a limit within its bound of 0 counts as 0.
-    Without a root, warn with ``describe(which)`` and return the end of the
-    search interval on that side.
-    ``scale`` is ``temperature_scale(d)`` when the caller has it (``d`` is
-    then unused).
+    limits of ``func`` at ``T -> 0`` and ``T -> infinity`` (:func:`_prepass`);
+    a limit within its bound of 0 counts as 0. Without a root, warn with
+    ``describe(which)`` and return the end of the search interval on that
+    side. ``scale`` is the smallest top-logit gap and the largest spread.
     """
-    gap, spread = temperature_scale(d) if scale is None else scale
+    gap, spread = scale
     if gap is None:
         warn_user(
             "Every row of logits has all its finite entries equal, so the "
@@ -172,58 +145,56 @@ def _solve_log_temperature(func, d, limit_low, limit_high, describe, scale=None)
     log_high = np.log(spread * _HIGH_FACTOR)
 
     def f(log_t):
-        return func(np.exp(log_t))
+        with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
+            return func(np.exp(log_t))
 
+    side = None
     if limit_low[0] <= limit_low[1]:
-        warn_user(describe("low"))
-        return float(np.exp(log_low))
-    if limit_high[0] >= -limit_high[1]:
-        warn_user(describe("high"))
-        return float(np.exp(log_high))
-    f_low, f_high = f(log_low), f(log_high)
-    step = np.log(10.0)
-    for _ in range(_MAX_WIDENINGS):
-        if f_low > 0:
-            break
-        log_low -= step
-        f_low = f(log_low)
-    for _ in range(_MAX_WIDENINGS):
-        if f_high < 0:
-            break
-        log_high += step
-        f_high = f(log_high)
-    if f_low <= 0:
-        # The limit is positive but too close to 0 for double precision.
-        warn_user(describe("low"))
-        return float(np.exp(log_low))
-    if f_high >= 0:
-        warn_user(describe("high"))
-        return float(np.exp(log_high))
+        side = "low"
+    elif limit_high[0] >= -limit_high[1]:
+        side = "high"
+    else:
+        f_low, f_high = f(log_low), f(log_high)
+        step = np.log(10.0)
+        for _ in range(_MAX_WIDENINGS):
+            if f_low > 0:
+                break
+            log_low -= step
+            f_low = f(log_low)
+        for _ in range(_MAX_WIDENINGS):
+            if f_high < 0:
+                break
+            log_high += step
+            f_high = f(log_high)
+        # (no sign change: the limit is right but too close to 0 for doubles)
+        side = "low" if f_low <= 0 else "high" if f_high >= 0 else None
+    if side is not None:
+        warn_user(describe(side))
+        return float(np.exp(log_low if side == "low" else log_high))
     root = brentq(f, log_low, log_high, xtol=1e-13, rtol=4 * np.finfo(float).eps)
     return float(np.exp(root))
 
 
-def fit_ec(d, y, weights):
-    """EC temperature of the :class:`ShiftedLogits` ``d``."""
-    # The accuracy of argmax(z), first index on ties, as predict() has it
-    # (the shift keeps the order and the ties of every row).
-    correct = np.argmax(d.z, axis=1) == y
-    accuracy = np.dot(weights, correct) / weights.sum()
-    n_top = np.empty(d.shape[0], dtype=np.intp)
-    n_finite = np.empty(d.shape[0], dtype=np.intp)
-    for block, rows in d.blocks():
-        n_top[block] = (rows == 0).sum(axis=1)
-        n_finite[block] = np.isfinite(rows).sum(axis=1)
-    limit_low = weighted_limit(weights, 1.0 / n_top - correct)
-    limit_high = weighted_limit(weights, 1.0 / n_finite - correct)
+def fit_ec(data):
+    """EC temperature of the shifted rows ``data``."""
+    xp = data.xp
 
-    def describe(side):
-        return _describe_ec(side, accuracy)
+    def terms(rows, d):
+        # The accuracy of argmax(z), first index on ties, as predict() has it
+        # (the shift keeps the order and the ties of every row).
+        correct = xp.astype(xp.argmax(d, axis=1) == data.y[rows], data.dtype)
+        n_top = xp.sum(xp.astype(d == 0, data.dtype), axis=1)
+        n_finite = xp.sum(xp.astype(xp.isfinite(d), data.dtype), axis=1)
+        return correct, 1.0 / n_top - correct, 1.0 / n_finite - correct
 
-    def func(temperature):
-        return _mean_confidence(d, weights, temperature) - accuracy
-
-    return _solve_log_temperature(func, d, limit_low, limit_high, describe)
+    (accuracy, _), limit_low, limit_high = _prepass(data, terms)
+    return _solve_log_temperature(
+        lambda temperature: _mean_confidence(data, temperature) - accuracy,
+        limit_low,
+        limit_high,
+        lambda side: _describe_ec(side, accuracy),
+        data.scale,
+    )
 
 
 def _describe_ec(side, accuracy):
@@ -246,41 +217,26 @@ def _describe_ec(side, accuracy):
     )
 
 
-def nll_rows(d, y, weights):
-    """Rows usable by a log-loss fit: those whose true class is not at -inf.
+def fit_nll(data):
+    """NLL temperature of the shifted rows ``data`` (:meth:`Rows.usable`)."""
+    xp = data.xp
 
-    ``d`` is an array or a :class:`ShiftedLogits`.
-    """
-    if isinstance(d, ShiftedLogits):
-        d_true = d.true_entries(y)
-    else:
-        d_true = d[np.arange(d.shape[0]), y]
-    keep = np.isfinite(d_true) & (weights > 0)
-    if not keep.any():
-        raise ValueError(
-            "Every sample gives its true class logit -inf (probability 0): the "
-            "log loss is infinite at every temperature. Use method='ec'."
+    def terms(rows, d):
+        finite = xp.isfinite(d)
+        uniform_mean = xp.sum(xp.where(finite, d, 0.0), axis=1) / xp.sum(
+            xp.astype(finite, data.dtype), axis=1
         )
-    if keep.all():
-        return d, y, d_true, weights
-    return d[keep], y[keep], d_true[keep], weights[keep]
+        d_true = data.d_true[rows]
+        return -d_true, uniform_mean - d_true
 
-
-def fit_nll(d, y, weights):
-    # Rows whose true class has probability exactly 0 have an infinite log loss
-    # at every temperature, so they cannot move the minimiser: leave them out.
-    d, y, d_true, weights = nll_rows(d, y, weights)
-    uniform_mean = np.empty(d.shape[0])
-    for block, rows in d.blocks():
-        finite = np.isfinite(rows)
-        uniform_mean[block] = np.sum(rows, axis=1, where=finite) / finite.sum(axis=1)
-    limit_low = weighted_limit(weights, -d_true)
-    limit_high = weighted_limit(weights, uniform_mean - d_true)
-
-    def func(temperature):
-        return _nll_slope(d, d_true, weights, temperature)
-
-    return _solve_log_temperature(func, d, limit_low, limit_high, _describe_nll)
+    limit_low, limit_high = _prepass(data, terms)
+    return _solve_log_temperature(
+        lambda temperature: _nll_slope(data, temperature),
+        limit_low,
+        limit_high,
+        _describe_nll,
+        data.scale,
+    )
 
 
 def _describe_nll(side):
@@ -304,53 +260,47 @@ def _describe_nll(side):
 # -- public array functions --------------------------------------------------------
 
 
-def _bcts_loss(params, d, y, weights, scale):
+def _bcts_loss(params, data, scale):
     """Mean log loss of ``softmax(exp(a) * scale * d + b)`` and its gradient.
 
-    Summed over row blocks, so that the temporaries stay the size of a block.
-    The ``-inf`` entries of ``d`` have probability exactly 0 and add nothing
-    to the gradient (where ``0 * -inf`` would be NaN).
+    One pass over the row blocks. The ``-inf`` entries of ``d`` have
+    probability exactly 0 and add nothing to the gradient.
     """
-    log_factor, bias = params[0], params[1:]
-    factor = np.exp(log_factor) * scale
-    loss, grad_scale, grad_bias = 0.0, 0.0, np.zeros(d.shape[1])
-    for block, rows in d.blocks():
-        w, labels = weights[block], y[block]
-        with np.errstate(over="ignore", under="ignore"):
-            t = rows * factor + bias
-            top = t.max(axis=1, keepdims=True)
-            e = np.exp(t - top)
-        sums = e.sum(axis=1, keepdims=True)
-        index = np.arange(rows.shape[0])
-        loss += np.dot(w, (top + np.log(sums))[:, 0] - t[index, labels])
-        e /= sums  # the residual: softmax minus the one-hot label
-        e[index, labels] -= 1.0
-        grad_bias += w @ e
-        # (the residual is 0 at the -inf entries: left there, not 0 * -inf)
-        np.multiply(e, rows, out=e, where=np.isfinite(rows))
-        grad_scale += np.dot(w, e.sum(axis=1))
-    total = weights.sum()
-    return loss / total, np.concatenate(
-        [[grad_scale / total * factor], grad_bias / total]
+    xp = data.xp
+    factor = float(np.exp(params[0]) * scale)
+    bias = data.asarray(params[1:])
+
+    def one_block(rows, d):
+        w = data.weights[rows]
+        loss, residual = softmax_residual(data, rows, d * factor + bias)
+        grad_bias = w @ residual
+        scaled = xp.sum(finite_product(xp, residual, d), axis=1)
+        return loss, data.dot(w, scaled), grad_bias
+
+    with np.errstate(over="ignore", under="ignore"):
+        loss, grad_scale, grad_bias = data.sums(one_block)
+    total = data.total
+    return float(loss) / total, np.concatenate(
+        [[float(grad_scale) / total * factor], grad_bias / total]
     )
 
 
-def fit_bcts(d, y, weights):
+def fit_bcts(data):
     """Temperature and mean-zero class biases minimising the log loss of BCTS.
 
-    ``d`` holds the usable rows (:func:`nll_rows`) of shifted logits, and every
-    class has weight in ``y``. L-BFGS with the analytic gradient of
-    :func:`_bcts_loss`, started from the NLL temperature: the free factor is
-    then of order 1 at any logit scale, which keeps it well conditioned.
+    ``data`` are shifted rows (:meth:`Rows.usable`) in which every class has
+    weight. L-BFGS with the analytic gradient of :func:`_bcts_loss`, started
+    from the NLL temperature: the free factor is then of order 1 at any logit
+    scale, which keeps it well conditioned.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        start_temperature = fit_nll(d, y, weights)
+        start_temperature = fit_nll(data)
     scale = 1.0 / start_temperature
     result = minimize(
         _bcts_loss,
-        np.zeros(d.shape[1] + 1),
-        args=(d, y, weights, scale),
+        np.zeros(data.shape[1] + 1),
+        args=(data, scale),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},
@@ -362,8 +312,8 @@ def fit_bcts(d, y, weights):
         )
     temperature = float(1.0 / (np.exp(result.x[0]) * scale))
     bias = result.x[1:] - result.x[1:].mean()
-    _, spread = temperature_scale(d)
-    gain = _likelihood_ratio(result.fun, y, weights, d.shape[1])
+    _, spread = data.scale
+    gain = _likelihood_ratio(result.fun, data)
     if gain < _CHI2_1DF_99 or (
         spread is not None and temperature > spread * _HIGH_FACTOR
     ):
@@ -379,7 +329,7 @@ def fit_bcts(d, y, weights):
     return temperature, bias
 
 
-def _likelihood_ratio(loss, y, weights, n_classes):
+def _likelihood_ratio(loss, data):
     """``2 n (H - loss)``: the likelihood-ratio statistic of BCTS's fit.
 
     ``H`` is the weighted entropy of the label frequencies, the mean log loss
@@ -388,8 +338,7 @@ def _likelihood_ratio(loss, y, weights, n_classes):
     carry no information", it follows about a chi-square law with one degree
     of freedom (the one parameter, 1 / T, that the logits add).
     """
-    frequencies = np.bincount(y, weights=weights, minlength=n_classes)
-    frequencies = frequencies[frequencies > 0] / weights.sum()
+    frequencies = data.class_totals()
+    frequencies = frequencies[frequencies > 0] / data.total
     entropy = -np.dot(frequencies, np.log(frequencies))
-    n_effective = weights.sum() ** 2 / np.dot(weights, weights)
-    return 2.0 * n_effective * (entropy - loss)
+    return 2.0 * effective_rows(data) * (entropy - loss)
