@@ -7,12 +7,10 @@ predictions of an unlabelled batch: black-box shift estimation
 (:func:`rlls_test_prior`). Unlike the likelihood estimates of ``_prior.py`` they
 do not need calibrated posteriors, only a confusion matrix ``P(predicted | true)``
 that holds between held-out and test data. The solvers are in
-``_prior_solvers.py``.
+``_solvers.py``.
 """
 
-import numpy as np
-
-from skprior._utils._array_api import namespace_of, result_array
+from skprior._utils._array_api import get_namespace, result_array
 from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION, DEFAULT_RLLS_REG
 from skprior._utils._sklearn_compat import validate_params
@@ -24,19 +22,17 @@ from skprior._utils._validation_labels import (
     check_class_indices,
     check_sample_weight,
 )
-from skprior._utils._validation_xp import check_proba_xp
+from skprior._utils._validation_xp import (
+    check_class_indices_xp,
+    check_proba_xp,
+    check_sample_weight_xp,
+)
 from skprior.label_shift._solvers import (
     bbse_from_frequencies,
     joint_confusion,
-    predicted_frequencies_xp,
+    predicted_counts,
     rlls_from_frequencies,
 )
-
-
-def _predicted_frequencies(proba):
-    """Frequencies of the hard predictions (argmax) of a batch."""
-    n_samples, n_classes = proba.shape
-    return np.bincount(np.argmax(proba, axis=1), minlength=n_classes) / n_samples
 
 
 @validate_params(
@@ -124,14 +120,12 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     >>> bbse_test_prior(batch, confusion, projection="clip").round(4)
     array([0.4545, 0.5455, 0.    ])
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     confusion = check_confusion(confusion, proba.shape[1])
-    if xp is not None:
-        frequencies = predicted_frequencies_xp(xp, proba)
-        prior = bbse_from_frequencies(frequencies, confusion, projection)
-        return result_array(xp, prior, proba)
-    return bbse_from_frequencies(_predicted_frequencies(proba), confusion, projection)
+    frequencies = predicted_counts(proba) / proba.shape[0]
+    prior = bbse_from_frequencies(frequencies, confusion, projection)
+    return result_array(xp, prior, proba)
 
 
 @validate_params(
@@ -241,15 +235,12 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
     >>> rlls_test_prior(proba, confusion, reg=1.0)  # no shift: the held-out prior
     array([0.5, 0.5])
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     confusion = check_confusion(confusion, proba.shape[1])
-    if xp is not None:
-        frequencies = predicted_frequencies_xp(xp, proba)
-        prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
-        return result_array(xp, prior, proba)
-    frequencies = _predicted_frequencies(proba)
-    return rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+    frequencies = predicted_counts(proba) / proba.shape[0]
+    prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+    return result_array(xp, prior, proba)
 
 
 @validate_params(
@@ -296,8 +287,13 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
     array([[0.33333333, 0.33333333],
            [0.        , 0.33333333]])
     """
-    proba = check_proba(proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     n_samples, n_classes = proba.shape
-    y = check_class_indices(y, n_samples, n_classes, name="proba")
-    weights = check_sample_weight(sample_weight, n_samples)
-    return joint_confusion(np.argmax(proba, axis=1), y, weights, n_classes)
+    if is_numpy:
+        y = check_class_indices(y, n_samples, n_classes, name="proba")
+        weights = check_sample_weight(sample_weight, n_samples)
+    else:
+        y = check_class_indices_xp(xp, y, proba, n_classes, name="proba")
+        weights = check_sample_weight_xp(xp, sample_weight, proba)
+    return result_array(xp, joint_confusion(proba, y, weights), proba)
