@@ -13,14 +13,12 @@ import warnings
 import numpy as np
 
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
-from skprior.label_shift._shift_solvers import StreamShiftMonitor
-from skprior.label_shift._solvers import (
+from skprior.label_shift._confusion import (
     bbse_from_frequencies,
-    host,
-    posterior_sums,
-    predicted_counts,
     rlls_from_frequencies,
 )
+from skprior.label_shift._shift_solvers import StreamShiftMonitor
+from skprior.label_shift._solvers import host, posterior_sums, predicted_counts
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 
