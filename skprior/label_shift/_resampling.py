@@ -17,6 +17,7 @@ from sklearn.utils.validation import column_or_1d
 
 from skprior._utils._sklearn_compat import StrOptions, validate_params
 from skprior._utils._validation_labels import check_sample_weight
+from skprior.label_shift._solvers import host, like
 
 
 def _per_class(values, classes, name, *, allow_missing, default=None):
@@ -121,7 +122,8 @@ def effective_train_prior(
     Returns
     -------
     prior : ndarray of shape (n_classes,)
-        :math:`q^{\text{eff}}`, summing to one, in the order of ``np.unique(y)``.
+        :math:`q^{\text{eff}}`, summing to one, in the order of ``np.unique(y)``
+        (an array of the namespace and device of ``y``).
 
     See Also
     --------
@@ -175,11 +177,12 @@ def effective_train_prior(
     >>> adjust_to_prior([[0.75, 0.25]], q_eff, effective_train_prior(y)).round(3)
     array([[0.9, 0.1]])
     """
-    y = column_or_1d(y, warn=True)
+    given = y
+    y = column_or_1d(host(y), warn=True)
     if y.size == 0:
         raise ValueError("y is empty: pass the training labels.")
     classes, y_index = np.unique(y, return_inverse=True)
-    weights = check_sample_weight(sample_weight, y.size)
+    weights = check_sample_weight(host(sample_weight), y.size)
     counts = np.bincount(y_index, weights=weights, minlength=classes.size)
     prior = counts.astype(np.float64)
     if resampled_counts is not None:
@@ -217,4 +220,4 @@ def effective_train_prior(
             "sample_weight gives every class weight 0: pass the weights the "
             "model was trained with."
         )
-    return prior / prior.sum()
+    return like(prior / prior.sum(), given)
