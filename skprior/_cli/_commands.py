@@ -198,97 +198,41 @@ def _can(args):
 # -- skprior adapt -------------------------------------------------------------------
 
 
-# The adapt options that only some methods use.
-ADAPT_OPTION_METHODS = {
-    "--solver": ESTIMATE_METHODS,
-    "--max-iter": ESTIMATE_METHODS,
-    "--tol": ESTIMATE_METHODS,
-    "--dirichlet-alpha": ("map",),
-    "--test-prior": ("known",),
-    "--val-outputs": (*ESTIMATE_METHODS, "bbse", "rlls"),
-    "--val-labels": ("bbse", "rlls"),
-    "--shift-level": (*ESTIMATE_METHODS, "bbse", "rlls"),
+# The adapt options that only some methods use, and their defaults.
+ADAPT_OPTIONS = {
+    "--solver": (ESTIMATE_METHODS, DEFAULT_SOLVER),
+    "--max-iter": (ESTIMATE_METHODS, DEFAULT_MAX_ITER),
+    "--tol": (ESTIMATE_METHODS, DEFAULT_TOL),
+    "--dirichlet-alpha": (("map",), DEFAULT_DIRICHLET_ALPHA),
+    "--test-prior": (("known",), None),
+    "--val-outputs": ((*ESTIMATE_METHODS, "bbse", "rlls"), None),
+    "--val-labels": (("bbse", "rlls"), None),
+    "--shift-level": ((*ESTIMATE_METHODS, "bbse", "rlls"), DEFAULT_SHIFT_LEVEL),
 }
 
 
 def _check_adapt_options(args):
     """Refuse the options that --method does not use; fill in the defaults."""
-    for option, methods in ADAPT_OPTION_METHODS.items():
-        given = getattr(args, option[2:].replace("-", "_")) is not None
-        if given and args.method not in methods:
+    for option, (methods, default) in ADAPT_OPTIONS.items():
+        name = option[2:].replace("-", "_")
+        if getattr(args, name) is not None and args.method not in methods:
             raise InputError(
                 f"{option} is used only with --method {' or '.join(methods)}; "
                 f"--method {args.method} does not use it. Drop {option}, or pass "
                 f"--method {methods[0]}."
             )
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.method == "known" and args.test_prior is None:
         raise InputError(
             "--method known adjusts to a test prior that you give: pass it with "
             "--test-prior (a comma list such as 0.2,0.8, or a file)."
         )
-    if args.method in ("bbse", "rlls") and (
-        args.val_outputs is None or args.val_labels is None
-    ):
+    if args.method in ("bbse", "rlls") and None in (args.val_outputs, args.val_labels):
         raise InputError(
             f"--method {args.method} needs --val-outputs and --val-labels (labelled "
             "held-out outputs, for the confusion matrix)."
         )
-    for name, default in [
-        ("solver", DEFAULT_SOLVER),
-        ("max_iter", DEFAULT_MAX_ITER),
-        ("tol", DEFAULT_TOL),
-        ("dirichlet_alpha", DEFAULT_DIRICHLET_ALPHA),
-        ("shift_level", DEFAULT_SHIFT_LEVEL),
-    ]:
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-
-
-def _confusion(args, n_classes):
-    """Joint confusion matrix of the labelled validation outputs (BBSE)."""
-    from skprior import joint_confusion_matrix
-
-    proba = _load(args, args.val_outputs, "--val-outputs")
-    _same_classes("--val-outputs", args.val_outputs, proba, n_classes)
-    labels = _labels(args, args.val_labels, "--val-labels", proba, "--val-outputs")
-    with _library_errors():
-        return joint_confusion_matrix(proba, labels)
-
-
-def _estimate(args, proba, train_prior):
-    """The MLE/MAP estimate of the options, and a phrase that says how it went.
-
-    (In memory and out of core alike.)
-    """
-    from skprior import estimate_test_prior
-
-    with _library_errors():
-        result = estimate_test_prior(
-            proba,
-            train_prior,
-            method=args.method,
-            solver=args.solver,
-            dirichlet_alpha=args.dirichlet_alpha,
-            max_iter=args.max_iter,
-            tol=args.tol,
-        )
-    state = "converged" if result.converged else "NOT converged"
-    how = (
-        f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
-        f"{result.n_passes} passes, {state}"
-    )
-    return result, how
-
-
-def _check_library_options(args):
-    """The library's constraints on the options, checked before any pass."""
-    names = dict(shift_level="shift_level")
-    if args.method in ESTIMATE_METHODS:
-        names.update(method="estimate_method", solver="solver", tol="tol")
-        names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter")
-    options = {name: getattr(args, name) for name in names}
-    with _library_errors():
-        validate_parameter_constraints(constraints(**names), options, "adapt")
 
 
 def _test_prior(args, proba, train_prior):
@@ -301,7 +245,7 @@ def _test_prior(args, proba, train_prior):
     calibrated posteriors only: a rejection there leaves the posteriors
     unchanged, with a warning.
     """
-    from skprior import bbse_test_prior, rlls_test_prior
+    from skprior import label_shift
     from skprior._utils._validation import warn_user
     from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 
@@ -312,38 +256,51 @@ def _test_prior(args, proba, train_prior):
         )
         return prior, "given"
     # Every input is checked before the first pass over a batch that may be
-    # larger than memory: the confusion matrix of BBSE and RLLS (in memory
-    # only), the options of the MLE/MAP.
-    _check_library_options(args)
-    if args.method in ("bbse", "rlls"):
-        confusion = _confusion(args, n_classes)
-    found = {"how": f"estimated by {args.method.upper()}"}
-
-    def estimate(batch):
-        if args.method not in ("bbse", "rlls"):
-            result, found["how"] = _estimate(args, batch, train_prior)
-            return np.asarray(result.prior)  # (computes a Dask estimate)
-        estimator = bbse_test_prior if args.method == "bbse" else rlls_test_prior
-        with _library_errors():
-            return estimator(batch, confusion)
-
-    level = None if args.shift_level == 1 else args.shift_level
+    # larger than memory: the options (by the library's constraints) and the
+    # labelled validation outputs of BBSE and RLLS (in memory only).
+    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
+    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
+    with _library_errors():
+        options = {name: getattr(args, name) for name in names}
+        validate_parameter_constraints(constraints(**names), options, "adapt")
     reference, against = train_prior, "the training prior"
-    if level is not None and args.val_outputs is not None:
+    if args.val_outputs is not None:
         reference = _load(args, args.val_outputs, "--val-outputs")
         _same_classes("--val-outputs", args.val_outputs, reference, n_classes)
         against = "--val-outputs"
+    if args.method in ("bbse", "rlls"):
+        labels = _labels(args, args.val_labels, "--val-labels", reference, against)
+        with _library_errors():
+            confusion = label_shift.joint_confusion_matrix(reference, labels)
+    found = {"how": f"estimated by {args.method.upper()}"}
+
+    def estimate(batch):
+        if args.method == "bbse":
+            return label_shift.bbse_test_prior(batch, confusion)
+        if args.method == "rlls":
+            return label_shift.rlls_test_prior(batch, confusion)
+        options = ("method", "solver", "dirichlet_alpha", "max_iter", "tol")
+        result = label_shift.estimate_test_prior(
+            batch, train_prior, **{name: getattr(args, name) for name in options}
+        )
+        state = "converged" if result.converged else "NOT converged"
+        found["how"] = (
+            f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
+            f"{result.n_passes} passes, {state}"
+        )
+        return np.asarray(result.prior)  # (computes a Dask estimate)
+
+    level = None if args.shift_level == 1 else args.shift_level
     with _library_errors():
         gate = None if level is None else ShiftGate(reference, n_classes)
         prior, shift = shift_gated_prior(proba, train_prior, estimate, gate, level)
-    if shift is None:
-        return prior, found["how"]
-    _say(
-        args,
-        f"test of no shift against {against}: T2 = {shift.statistic:.1f}, "
-        f"{shift.dof} dof, p = {shift.pvalue:.3g}",
-    )
-    if shift.shifted and gate.conclusive:
+    if shift is not None:
+        _say(
+            args,
+            f"test of no shift against {against}: T2 = {shift.statistic:.1f}, "
+            f"{shift.dof} dof, p = {shift.pvalue:.3g}",
+        )
+    if shift is None or (shift.shifted and gate.conclusive):
         return prior, found["how"]
     if shift.shifted:
         warn_user(
