@@ -293,8 +293,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         )
         proba = self._inner_proba(X) if needs_proba else None
         if self.train_prior is None and self.source_prior == "mean_posterior":
-            self.train_prior_ = estimate_source_prior(
-                proba, source="mean_posterior", sample_weight=sample_weight
+            self.train_prior_ = host(
+                estimate_source_prior(
+                    proba, source="mean_posterior", sample_weight=sample_weight
+                )
             )
         check_train_prior(self.train_prior_, n_classes, classes=self.classes_)
 
@@ -359,14 +361,13 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     # -- the prior of a batch ------------------------------------------------------
 
-    def _estimate(self, proba, init=None):
+    def _estimate(self, proba):
         return estimate_test_prior(
             proba,
             self.train_prior_,
             method=self.method,
             solver=self.solver,
             dirichlet_alpha=self.dirichlet_alpha,
-            init=init,
             max_iter=self.max_iter,
             tol=self.tol,
         )

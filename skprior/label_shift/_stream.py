@@ -22,7 +22,13 @@ regression on :math:`s_1, s_2, \dots` with the squared loss).
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._array_api import device_of, get_namespace, is_dask, work_dtype
+from skprior._utils._array_api import (
+    device_of,
+    get_namespace,
+    is_dask,
+    logsumexp,
+    work_dtype,
+)
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_FLH_LEARNING_RATE,
@@ -453,8 +459,7 @@ class FLHFTL:
         self.prior_ = like(self.start, start)
         self.n_updates_ = 0
         self._starts = np.zeros(0, dtype=np.int64)
-        self._sums = np.zeros((0, n_classes))
-        self._counts = np.zeros(0)
+        self._sums = np.zeros((0, n_classes))  # (expert j has t - j + 1 estimates)
         self._log_weights = np.zeros(0)
 
     @property
@@ -478,14 +483,13 @@ class FLHFTL:
         t = self.n_updates_
         log_weights = self._log_weights
         if self._starts.size:
-            means = self._sums / self._counts[:, None]
+            means = self._sums / (t - self._starts)[:, None]
             losses = ((means - estimate) ** 2).sum(axis=1)
             log_weights = log_weights - self.learning_rate * losses
-            log_weights = log_weights - _log_sum_exp(log_weights)
+            log_weights = log_weights - logsumexp(np, log_weights, axis=0)
             log_weights = log_weights + np.log1p(-1.0 / t)
         self._starts = np.append(self._starts, t)
         self._sums = np.vstack([self._sums + estimate, estimate])
-        self._counts = np.append(self._counts + 1, 1.0)
         log_weights = np.append(log_weights, -np.log(t))
         if self.pruning:
             lifetimes = np.array([flh_lifetime(int(j)) for j in self._starts])
@@ -493,18 +497,12 @@ class FLHFTL:
             alive[-1] = True
             self._starts = self._starts[alive]
             self._sums = self._sums[alive]
-            self._counts = self._counts[alive]
             log_weights = log_weights[alive]
-        self._log_weights = log_weights - _log_sum_exp(log_weights)
+        self._log_weights = log_weights - logsumexp(np, log_weights, axis=0)
         weights = np.exp(self._log_weights)
-        means = self._sums / self._counts[:, None]
+        means = self._sums / (t + 1 - self._starts)[:, None]
         self.prior_ = like(project_to_simplex(weights @ means), given)
         return self
-
-
-def _log_sum_exp(values):
-    top = values.max()
-    return top + np.log(np.exp(values - top).sum())
 
 
 def flh_lifetime(start):
