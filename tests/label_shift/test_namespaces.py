@@ -3,9 +3,10 @@
 The functions that only took NumPy arrays before (the source prior, the
 confusion matrix, RLLS, the test of no shift, the effective training prior)
 and the stream (the trackers, and the wrapper's ``update_prior`` /
-``predict_proba_online`` / ``reset_prior``) are run on PyTorch (CPU) and
-``array-api-strict`` arrays and compared with NumPy, whose own results the
-other modules test against naive references.
+``predict_proba_online`` / ``reset_prior``) are run on PyTorch (CPU, and CUDA
+where there is a GPU), CuPy (where installed) and ``array-api-strict`` arrays
+and compared with NumPy, whose own results the other modules test against
+naive references.
 """
 
 import numpy as np
@@ -26,13 +27,30 @@ from skprior import (
 
 array_api_compat = pytest.importorskip("array_api_compat")
 
-BACKENDS = ["array_api_strict", "torch"]
+BACKENDS = ["array_api_strict", "torch", "torch-cuda", "cupy"]
 TOLERANCE = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+class _Backend:
+    """``asarray`` onto a library's (default) device."""
+
+    def __init__(self, name):
+        self.module = pytest.importorskip(name.partition("-")[0])
+        self.device = None
+        if name == "torch-cuda":
+            if not self.module.cuda.is_available():
+                pytest.skip("no CUDA device")
+            self.device = "cuda"
+
+    def asarray(self, array):
+        if self.device is None:
+            return self.module.asarray(array)
+        return self.module.asarray(array, device=self.device)
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request):
-    return pytest.importorskip(request.param)
+    return _Backend(request.param)
 
 
 @pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
@@ -51,6 +69,8 @@ def outputs(cifar10):
 def _host(array):
     if hasattr(array, "detach"):
         return array.detach().cpu().numpy()
+    if hasattr(array, "get"):  # (CuPy)
+        return array.get()
     return np.asarray(array)
 
 
