@@ -3,10 +3,11 @@
 The array functions: Bayes' rule to a new prior (:func:`adjust_to_prior`), the
 maximum-likelihood or MAP test prior of an unlabelled batch
 (:func:`estimate_test_prior`) and the source prior (:func:`estimate_source_prior`).
-The confusion-based estimates (BBSE, RLLS) are in ``_prior_confusion.py``, the
-solvers in ``_prior_solvers.py``, and the estimator that calls them all,
-:class:`PriorAdaptedClassifier`, in ``_prior_classifier.py`` (the method is
-too large for one module).
+Each takes arrays of any array API namespace and returns its results in it.
+The confusion-based estimates (BBSE, RLLS) are in ``_confusion.py``, the
+solvers in ``_solvers.py``, the policy "test for shift, then estimate" in
+``_policy.py``, and the estimator that calls them,
+:class:`PriorAdaptedClassifier`, in ``_classifier.py``.
 """
 
 import dataclasses
