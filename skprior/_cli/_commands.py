@@ -292,7 +292,7 @@ def _test_prior(args, proba, train_prior):
 
     level = None if args.shift_level == 1 else args.shift_level
     with _library_errors():
-        gate = None if level is None else ShiftGate(reference, n_classes)
+        gate = None if level is None else ShiftGate(reference)
         prior, shift = shift_gated_prior(proba, train_prior, estimate, gate, level)
     if shift is not None:
         _say(

@@ -30,6 +30,7 @@ from skprior._utils._validation import (
     check_train_prior,
     warn_user,
 )
+from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._confusion import joint_confusion_matrix
 from skprior.label_shift._online import StreamState, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
@@ -332,7 +333,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         if self.method != "known":
             # The batches are compared with these posteriors: the model's own,
             # on data without shift.
-            self._no_shift = ShiftGate(proba, n_classes, sample_weight)
+            weights = check_sample_weight(sample_weight, proba.shape[0])
+            self._no_shift = ShiftGate(proba, weights)
         self.reset_prior()
 
     def _check_unchanged(self, stream=False):

@@ -164,46 +164,46 @@ def label_shift_test(
     """
     xp, is_numpy = get_namespace(proba)
     proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
-    return ShiftGate(reference, proba.shape[1], sample_weight).test(proba, level)
+    n_classes = proba.shape[1]
+    if (reference.ndim if hasattr(reference, "ndim") else np.ndim(reference)) == 1:
+        if sample_weight is not None:
+            raise ValueError(
+                "sample_weight weighs the rows of a two-dimensional reference; "
+                "with a prior as reference there are none. Drop sample_weight."
+            )
+        reference = check_prior(host(reference), n_classes, name="reference")
+        return ShiftGate(reference).test(proba, level)
+    xp, is_numpy = get_namespace(reference)
+    reference = (
+        check_proba(reference, name="reference")
+        if is_numpy
+        else check_proba_xp(xp, reference, name="reference")
+    )
+    if reference.shape[1] != n_classes:
+        raise ValueError(
+            f"reference has {reference.shape[1]} classes and proba "
+            f"{n_classes}: pass the same model's posteriors, with the "
+            f"classes in the same columns."
+        )
+    weights = check_sample_weight(host(sample_weight), reference.shape[0])
+    return ShiftGate(reference, weights).test(proba, level)
 
 
 class ShiftGate:
     """What a batch is tested against before it is adapted.
 
-    ``reference``: the model's posteriors on data without shift (any
-    namespace; their mean and covariance are kept), or a prior (the batch's
-    own covariance is then used, and a rejection cannot tell a shift from a
-    miscalibrated model: ``conclusive`` is False).
+    ``reference``: the model's checked posteriors on data without shift (any
+    namespace; their weighted mean and covariance are kept), or a checked
+    prior, when the batch's own covariance is used and a rejection cannot
+    tell a shift from a miscalibrated model (``conclusive`` is False).
     """
 
-    def __init__(self, reference, n_classes, sample_weight=None):
-        ndim = reference.ndim if hasattr(reference, "ndim") else np.ndim(reference)
-        self.conclusive = ndim != 1
+    def __init__(self, reference, weights=None):
+        self.conclusive = reference.ndim == 2
+        self.expected = reference
         self.reference = None
-        if not self.conclusive:
-            if sample_weight is not None:
-                raise ValueError(
-                    "sample_weight weighs the rows of a two-dimensional "
-                    "reference; with a prior as reference there are none. Drop "
-                    "sample_weight."
-                )
-            self.expected = check_prior(host(reference), n_classes, name="reference")
-            return
-        xp, is_numpy = get_namespace(reference)
-        name = "reference"
-        reference = (
-            check_proba(reference, name=name)
-            if is_numpy
-            else check_proba_xp(xp, reference, name=name)
-        )
-        if reference.shape[1] != n_classes:
-            raise ValueError(
-                f"reference has {reference.shape[1]} classes and proba "
-                f"{n_classes}: pass the same model's posteriors, with the "
-                f"classes in the same columns."
-            )
-        weights = check_sample_weight(host(sample_weight), reference.shape[0])
-        self.reference = NoShiftReference.from_proba(reference, weights)
+        if self.conclusive:
+            self.reference = NoShiftReference.from_proba(reference, weights)
 
     def test(self, proba, level):
         """The :class:`ShiftTest` of the checked batch ``proba`` at ``level``."""

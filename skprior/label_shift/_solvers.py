@@ -439,10 +439,8 @@ def weighted_counts(index, weights, n_bins):
 
     def one_block(block):
         hits = index[block, None] == bins[None, :]
-        if weights is None:
-            return (xp.sum(xp.astype(hits, xp.int64), axis=0),)
-        chosen = xp.where(hits, weights[block, None], 0.0)
-        return (xp.sum(chosen, axis=0),)
+        chosen = hits if weights is None else xp.where(hits, weights[block, None], 0)
+        return (xp.sum(xp.astype(chosen, xp.float64), axis=0),)
 
     (counts,) = sum_blocks(xp, index.shape[0], n_bins, one_block)
     return np.asarray(counts, dtype=np.float64)
@@ -509,8 +507,6 @@ def like(values, array):
     on a device without it).
     """
     xp, is_numpy = get_namespace(array)
-    return (
-        np.array(values, dtype=np.float64)
-        if is_numpy
-        else result_array(xp, values, array)
-    )
+    if is_numpy:
+        return np.array(values, dtype=np.float64)
+    return result_array(xp, values, array)
