@@ -88,9 +88,7 @@ def hotelling_pvalue(statistic, dof, n_covariance):
     """
     from scipy.stats import f
 
-    if dof == 0:
-        return float("nan")
-    if n_covariance <= dof + 1:  # (too few rows behind the covariance)
+    if dof == 0 or n_covariance <= dof + 1:  # (or too few rows behind S)
         return float("nan")
     scaled = statistic * (n_covariance - dof) / (dof * (n_covariance - 1))
     return float(f.sf(scaled, dof, n_covariance - dof))
