@@ -13,7 +13,7 @@ that holds between held-out and test data. Their solves, on
 import numpy as np
 from scipy.optimize import brentq, nnls
 
-from skprior._utils._array_api import get_namespace, result_array
+from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_BBSE_PROJECTION,
@@ -36,6 +36,7 @@ from skprior._utils._validation_xp import (
 )
 from skprior.label_shift._solvers import (
     joint_confusion,
+    like,
     predicted_counts,
     project_to_simplex,
 )
@@ -131,7 +132,7 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     confusion = check_confusion(confusion, proba.shape[1])
     frequencies = predicted_counts(proba) / proba.shape[0]
     prior = bbse_from_frequencies(frequencies, confusion, projection)
-    return result_array(xp, prior, proba)
+    return like(prior, proba)
 
 
 @validate_params(
@@ -246,7 +247,7 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
     confusion = check_confusion(confusion, proba.shape[1])
     frequencies = predicted_counts(proba) / proba.shape[0]
     prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
-    return result_array(xp, prior, proba)
+    return like(prior, proba)
 
 
 @validate_params(
@@ -302,7 +303,7 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
     else:
         y = check_class_indices_xp(xp, y, proba, n_classes, name="proba")
         weights = check_sample_weight_xp(xp, sample_weight, proba)
-    return result_array(xp, joint_confusion(proba, y, weights), proba)
+    return like(joint_confusion(proba, y, weights), proba)
 
 
 # -- the solves, on the host ------------------------------------------------------

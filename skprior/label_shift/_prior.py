@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._array_api import get_namespace, result_array, to_host
+from skprior._utils._array_api import get_namespace, to_host
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -43,6 +43,7 @@ from skprior._utils._validation_xp import (
 )
 from skprior.label_shift._shift_solvers import removed_mass
 from skprior.label_shift._solvers import (
+    like,
     mean_posterior,
     reweight,
     solve_prior,
@@ -303,7 +304,7 @@ def estimate_test_prior(
             ConvergenceWarning,
         )
     return PriorEstimate(
-        prior=result_array(xp, prior, proba),
+        prior=like(prior, proba),
         n_iter=int(n_iter),
         n_passes=int(n_passes),
         converged=bool(converged),
@@ -422,4 +423,4 @@ def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None)
     else:
         rows = xp.astype(proba, weights.dtype)
         (counts,) = to_host(xp, xp.sum(weights[:, None] * rows, axis=0))
-    return result_array(xp, counts / counts.sum(), proba)
+    return like(counts / counts.sum(), proba)

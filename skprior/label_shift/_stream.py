@@ -23,7 +23,6 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skprior._utils._array_api import (
-    device_of,
     get_namespace,
     is_dask,
     logsumexp,
@@ -47,6 +46,7 @@ from skprior._utils._validation import (
 )
 from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._solvers import (
+    device,
     host,
     like,
     project_to_simplex,
@@ -244,7 +244,7 @@ class CumulativePrior:
                 f"proba has {proba.shape[1]} columns but train_prior has "
                 f"{n_classes} classes; give one column per class."
             )
-        rows = xp.astype(proba, work_dtype(xp, device_of(proba)))
+        rows = xp.astype(proba, work_dtype(xp, device(proba)))
         if self._window is not None:
             rows = xp.concat([self._window, rows], axis=0)
         self.n_seen_ += proba.shape[0]

@@ -219,3 +219,56 @@ def test_wrapper_stream_in_namespace(backend, outputs, method, online):
     wrapper.reset_prior()
     assert wrapper.n_seen_ == 0 and not wrapper.online_shifted_
     np.testing.assert_array_equal(wrapper.online_prior_, wrapper.train_prior_)
+
+
+_WITHOUT_OPTIONAL = """
+import sys, warnings
+
+
+class Absent:  # an import hook: these packages are not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("array_api_compat", "array_api_strict", "dask",
+                                      "torch", "cupy", "jax"):
+            raise ImportError(f"No module named {name!r}")
+
+
+sys.meta_path.insert(0, Absent())
+warnings.simplefilter("ignore")
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+import skprior as s
+
+rng = np.random.default_rng(0)
+y = rng.integers(0, 3, 300)
+X = rng.normal(size=(300, 2)) + y[:, None]
+proba = LogisticRegression().fit(X, y).predict_proba(X)
+q = np.full(3, 1 / 3)
+s.estimate_test_prior(proba, q, init=[0.5, 0.5, 0.0])
+C = s.joint_confusion_matrix(proba, y)
+s.estimate_source_prior(proba, y), s.estimate_source_prior(proba, source="labels", y=y)
+s.estimate_source_prior(proba, source="mean_posterior")
+s.bbse_test_prior(proba, C), s.rlls_test_prior(proba, C)
+s.label_shift_test(proba[:50], proba), s.label_shift_test(proba[:50], q)
+s.effective_train_prior(y, class_weight="balanced")
+s.CumulativePrior(q, budget=100).update(proba).update(proba)
+s.FLHFTL(q).update(q), s.FollowTheHistory(q).update(q)
+for method in ("mle", "bbse"):
+    for online in ("cumulative", "flh-ftl"):
+        wrapper = s.PriorAdaptedClassifier(method=method, online=online).fit(X, y)
+        wrapper.predict_proba(X[y == 0]), wrapper.update_prior(X[y == 0])
+        wrapper.predict_proba_online(X[:5]), wrapper.reset_prior()
+print("ok")
+"""
+
+
+def test_label_shift_without_the_optional_libraries():
+    """Every label-shift function, the trackers and the wrapper's stream run on
+    NumPy with array-api-compat, Dask, PyTorch, CuPy and JAX unavailable."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OPTIONAL], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
