@@ -25,11 +25,7 @@ from skprior._utils._options import (
     DEFAULT_TOL,
     SOURCE_PRIORS,
 )
-from skprior._utils._validation import (
-    check_prior,
-    check_train_prior,
-    warn_user,
-)
+from skprior._utils._validation import check_prior, check_train_prior, warn_user
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._confusion import joint_confusion_matrix
 from skprior.label_shift._online import StreamState, confusion_prior

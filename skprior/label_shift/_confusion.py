@@ -21,14 +21,8 @@ from skprior._utils._options import (
     RLLS_DELTA,
 )
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    check_confusion,
-    check_proba,
-)
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
-)
+from skprior._utils._validation import check_confusion, check_proba
+from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior._utils._validation_xp import (
     check_class_indices_xp,
     check_proba_xp,

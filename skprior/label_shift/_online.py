@@ -13,10 +13,7 @@ import warnings
 import numpy as np
 
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
-from skprior.label_shift._confusion import (
-    bbse_from_frequencies,
-    rlls_from_frequencies,
-)
+from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
 from skprior.label_shift._solvers import host, posterior_sums, predicted_counts
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory

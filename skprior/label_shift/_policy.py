@@ -19,11 +19,7 @@ from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    check_prior,
-    check_proba,
-    warn_user,
-)
+from skprior._utils._validation import check_prior, check_proba, warn_user
 from skprior._utils._validation_labels import check_sample_weight
 from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments

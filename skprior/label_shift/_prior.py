@@ -31,10 +31,7 @@ from skprior._utils._validation import (
     check_train_prior,
     warn_user,
 )
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
-)
+from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior._utils._validation_xp import (
     check_class_indices_xp,
     check_proba_lazy,

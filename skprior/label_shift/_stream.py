@@ -22,12 +22,7 @@ regression on :math:`s_1, s_2, \dots` with the squared loss).
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._array_api import (
-    get_namespace,
-    is_dask,
-    logsumexp,
-    work_dtype,
-)
+from skprior._utils._array_api import get_namespace, is_dask, logsumexp, work_dtype
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_FLH_LEARNING_RATE,
