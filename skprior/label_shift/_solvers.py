@@ -104,14 +104,6 @@ def _reweight_numpy(proba, weights, test_prior, dtype):
     return out
 
 
-def _objective(log_d_sum, prior, n_samples, concentration):
-    value = log_d_sum / n_samples
-    if concentration != 0:
-        with np.errstate(divide="ignore"):
-            value += concentration * np.log(prior).sum() / n_samples
-    return float(value)
-
-
 class _Problem:
     """The data of one estimate and its single pass (see the module docstring).
 
@@ -162,7 +154,12 @@ class _Problem:
         return step
 
     def objective(self, prior, log_d_sum):
-        return _objective(log_d_sum, prior, self.n_samples, self.concentration)
+        """Mean log-likelihood at ``prior`` (plus the MAP term) from its pass."""
+        value = log_d_sum / self.n_samples
+        if self.concentration != 0:
+            with np.errstate(divide="ignore"):
+                value += self.concentration * np.log(prior).sum() / self.n_samples
+        return float(value)
 
 
 def _solve_em(problem, start, max_iter, tol):
