@@ -107,10 +107,12 @@ class StreamState:
         would be biased); for ``"rlls"`` the batch's RLLS estimate
         (regularised, so biased towards the held-out prior).
         """
-        if est.method == "rlls":
-            return est._prior_of(proba)
         if est.method != "bbse":
-            return host(est._estimate(proba).prior)
+            return (
+                est._prior_of(proba)
+                if est.method == "rlls"
+                else est._batch_prior(proba)
+            )
         frequencies = predicted_counts(proba) / proba.shape[0]
         return (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
 

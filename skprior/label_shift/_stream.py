@@ -487,7 +487,11 @@ class FLHFTL:
         self._sums = np.vstack([self._sums + estimate, estimate])
         log_weights = np.append(log_weights, -np.log(t))
         if self.pruning:
-            lifetimes = np.array([flh_lifetime(int(j)) for j in self._starts])
+            # The expert started at j = r 2^k (r odd) lives 2^(k+2) + 1 steps
+            # (Hazan and Seshadhri): O(log t) stay alive, and every interval
+            # [s, t] holds the start of an alive one in its first half.
+            # (j & -j is 2^k, the lowest set bit of j.)
+            lifetimes = 4 * (self._starts & -self._starts) + 1
             alive = t < self._starts + lifetimes
             alive[-1] = True
             self._starts = self._starts[alive]
@@ -498,15 +502,3 @@ class FLHFTL:
         means = self._sums / (t + 1 - self._starts)[:, None]
         self.prior_ = like(project_to_simplex(weights @ means), given)
         return self
-
-
-def flh_lifetime(start):
-    r"""Lifetime of the expert started at step ``start`` (Hazan and Seshadhri).
-
-    With ``start = r 2^k``, ``r`` odd, the lifetime is :math:`2^{k+2} + 1`:
-    the expert is alive at steps ``start <= t < start + lifetime``. At any
-    step at most :math:`O(\log t)` experts are alive, and every interval
-    ``[s, t]`` holds the start of an alive expert in its first half.
-    """
-    k = (start & -start).bit_length() - 1  # the power of 2 in start
-    return 2 ** (k + 2) + 1
