@@ -17,6 +17,9 @@ The last two consume a per-batch estimate :math:`s_t` of :math:`\pi_t` (the
 unsupervised reduction of Baby et al.: tracking :math:`\pi_t` is on-line
 regression on :math:`s_1, s_2, \dots` with the squared loss).
 :class:`~skprior.PriorAdaptedClassifier` calls them from ``update_prior``.
+They take arrays of any array API namespace (posteriors stay on their device;
+the state is ``K``-vectors on the host) and give ``prior_`` in the namespace
+of the latest input.
 """
 
 import numpy as np
@@ -126,7 +129,8 @@ class CumulativePrior:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The estimate from every row given so far (``train_prior`` before any).
+        The estimate from every row given so far (``train_prior`` before any),
+        float64, in the array namespace and on the device of the last batch.
     n_seen_ : int
         Number of rows given.
     n_folded_ : int
@@ -320,7 +324,8 @@ class FollowTheHistory:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch.
+        The prediction for the next batch, float64, in the array namespace and
+        on the device of the last estimate (of ``start`` before any).
     n_updates_ : int
         Number of estimates given.
 
@@ -409,7 +414,8 @@ class FLHFTL:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch.
+        The prediction for the next batch, float64, in the array namespace and
+        on the device of the last estimate (of ``start`` before any).
     n_updates_ : int
         Number of estimates given.
     n_experts_ : int
