@@ -32,6 +32,7 @@ from skprior._cli._io import (
     write_array,
 )
 from skprior._cli._report import check_diagram_path, diagram, report
+from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,
@@ -42,6 +43,7 @@ from skprior._utils._options import (
     DEFAULT_TOL,
     ESTIMATE_METHODS,
 )
+from skprior._utils._sklearn_compat import validate_parameter_constraints
 
 
 def _say(args, message):
@@ -196,157 +198,56 @@ def _can(args):
 # -- skprior adapt -------------------------------------------------------------------
 
 
-# The adapt options that only some methods use.
-ADAPT_OPTION_METHODS = {
-    "--solver": ESTIMATE_METHODS,
-    "--max-iter": ESTIMATE_METHODS,
-    "--tol": ESTIMATE_METHODS,
-    "--dirichlet-alpha": ("map",),
-    "--test-prior": ("known",),
-    "--val-outputs": (*ESTIMATE_METHODS, "bbse", "rlls"),
-    "--val-labels": ("bbse", "rlls"),
-    "--shift-level": (*ESTIMATE_METHODS, "bbse", "rlls"),
+# The adapt options that only some methods use, and their defaults.
+ADAPT_OPTIONS = {
+    "--solver": (ESTIMATE_METHODS, DEFAULT_SOLVER),
+    "--max-iter": (ESTIMATE_METHODS, DEFAULT_MAX_ITER),
+    "--tol": (ESTIMATE_METHODS, DEFAULT_TOL),
+    "--dirichlet-alpha": (("map",), DEFAULT_DIRICHLET_ALPHA),
+    "--test-prior": (("known",), None),
+    "--val-outputs": ((*ESTIMATE_METHODS, "bbse", "rlls"), None),
+    "--val-labels": (("bbse", "rlls"), None),
+    "--shift-level": ((*ESTIMATE_METHODS, "bbse", "rlls"), DEFAULT_SHIFT_LEVEL),
 }
 
 
 def _check_adapt_options(args):
     """Refuse the options that --method does not use; fill in the defaults."""
-    for option, methods in ADAPT_OPTION_METHODS.items():
-        given = getattr(args, option[2:].replace("-", "_")) is not None
-        if given and args.method not in methods:
+    for option, (methods, default) in ADAPT_OPTIONS.items():
+        name = option[2:].replace("-", "_")
+        if getattr(args, name) is not None and args.method not in methods:
             raise InputError(
                 f"{option} is used only with --method {' or '.join(methods)}; "
                 f"--method {args.method} does not use it. Drop {option}, or pass "
                 f"--method {methods[0]}."
             )
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.method == "known" and args.test_prior is None:
         raise InputError(
             "--method known adjusts to a test prior that you give: pass it with "
             "--test-prior (a comma list such as 0.2,0.8, or a file)."
         )
-    if args.method in ("bbse", "rlls") and (
-        args.val_outputs is None or args.val_labels is None
-    ):
+    if args.method in ("bbse", "rlls") and None in (args.val_outputs, args.val_labels):
         raise InputError(
             f"--method {args.method} needs --val-outputs and --val-labels (labelled "
             "held-out outputs, for the confusion matrix)."
         )
-    for name, default in [
-        ("solver", DEFAULT_SOLVER),
-        ("max_iter", DEFAULT_MAX_ITER),
-        ("tol", DEFAULT_TOL),
-        ("dirichlet_alpha", DEFAULT_DIRICHLET_ALPHA),
-        ("shift_level", DEFAULT_SHIFT_LEVEL),
-    ]:
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-
-
-def _confusion(args, n_classes):
-    """Joint confusion matrix of the labelled validation outputs (BBSE)."""
-    from skprior import joint_confusion_matrix
-
-    proba = _load(args, args.val_outputs, "--val-outputs")
-    _same_classes("--val-outputs", args.val_outputs, proba, n_classes)
-    labels = _labels(args, args.val_labels, "--val-labels", proba, "--val-outputs")
-    with _library_errors():
-        return joint_confusion_matrix(proba, labels)
-
-
-def _shift_test(args, proba, train_prior):
-    """The test of no shift before adapting (None with --shift-level 1).
-
-    Against the posteriors of --val-outputs when given (the same test as
-    PriorAdaptedClassifier's, against its fit data); otherwise against the
-    training prior, which holds for calibrated posteriors only: a rejection
-    there leaves the posteriors unchanged, with a warning.
-    """
-    from skprior import label_shift_test
-    from skprior._utils._validation import warn_user
-
-    if not 0 < args.shift_level <= 1:
-        raise InputError(
-            f"--shift-level must be in (0, 1], got {args.shift_level:g}: 0.01 "
-            f"(the default) adapts a batch only when a shift is clear, 1 always."
-        )
-    if args.shift_level == 1:
-        return None
-    if args.val_outputs is not None:
-        reference = _load(args, args.val_outputs, "--val-outputs")
-        _same_classes("--val-outputs", args.val_outputs, reference, proba.shape[1])
-        against = "--val-outputs"
-    else:
-        reference, against = train_prior, "the training prior"
-    with _library_errors():
-        result = label_shift_test(proba, reference, level=args.shift_level)
-    if result.shifted and args.val_outputs is None:
-        warn_user(
-            f"the batch's mean posterior differs from the training prior "
-            f"(p = {result.pvalue:.3g}), but without --val-outputs that cannot "
-            f"tell a label shift from a miscalibrated model, whose mean posterior "
-            f"differs from its label frequencies with no shift at all (adapting "
-            f"then costs accuracy and log loss: up to 7.5 points on the stored "
-            f"CIFAR outputs); posteriors left unchanged. Pass --val-outputs (the "
-            f"model's outputs on the labelled validation data) to test against "
-            f"them, or --shift-level 1 to adapt anyway."
-        )
-    _say(
-        args,
-        f"test of no shift against {against}: T2 = {result.statistic:.1f}, "
-        f"{result.dof} dof, p = {result.pvalue:.3g}",
-    )
-    return result
-
-
-def _estimate(args, proba, train_prior):
-    """The MLE/MAP estimate of the options, and a phrase that says how it went.
-
-    (In memory and out of core alike.)
-    """
-    from skprior import estimate_test_prior
-
-    with _library_errors():
-        result = estimate_test_prior(
-            proba,
-            train_prior,
-            method=args.method,
-            solver=args.solver,
-            dirichlet_alpha=args.dirichlet_alpha,
-            max_iter=args.max_iter,
-            tol=args.tol,
-        )
-    state = "converged" if result.converged else "NOT converged"
-    how = (
-        f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
-        f"{result.n_passes} passes, {state}"
-    )
-    return result, how
-
-
-def _check_estimate_options(args):
-    """The library's checks of the MLE/MAP options, without the estimate."""
-    from skprior import estimate_test_prior
-    from skprior._utils._sklearn_compat import validate_parameter_constraints
-
-    options = {
-        "method": args.method,
-        "solver": args.solver,
-        "dirichlet_alpha": args.dirichlet_alpha,
-        "max_iter": args.max_iter,
-        "tol": args.tol,
-    }
-    known = estimate_test_prior._skl_parameter_constraints
-    with _library_errors():
-        validate_parameter_constraints(
-            {name: known[name] for name in options},
-            options,
-            caller_name="estimate_test_prior",
-        )
 
 
 def _test_prior(args, proba, train_prior):
-    """The test prior of ``args.method`` and a phrase that says how it was found."""
-    from skprior import bbse_test_prior, rlls_test_prior
+    """The test prior of ``args.method`` and a phrase that says how it was found.
+
+    The library's policy (``shift_gated_prior``): the test of no shift, then
+    the estimate only when it finds one. The test is against the posteriors
+    of --val-outputs when given (as PriorAdaptedClassifier's, against its
+    fit data); otherwise against the training prior, which holds for
+    calibrated posteriors only: a rejection there leaves the posteriors
+    unchanged, with a warning.
+    """
+    from skprior import label_shift
+    from skprior._utils._validation import warn_user
+    from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 
     n_classes = proba.shape[1]
     if args.method == "known":
@@ -354,44 +255,73 @@ def _test_prior(args, proba, train_prior):
             args.test_prior, n_classes, option="--test-prior", note=_note(args)
         )
         return prior, "given"
-    # BBSE and RLLS (in memory only) come before the test of no shift, so that
-    # their inputs are checked whatever the test finds, and their warnings are
-    # shown only when they are used. The MLE/MAP, several passes over a batch
-    # that may be larger than memory, runs only when it is used; its options
-    # are checked either way.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if args.method in ("bbse", "rlls"):
-            confusion = _confusion(args, n_classes)
-            estimator = bbse_test_prior if args.method == "bbse" else rlls_test_prior
-            with _library_errors():
-                prior = estimator(proba, confusion)
-            how = f"estimated by {args.method.upper()}"
-    shift = _shift_test(args, proba, train_prior)
-    if shift is not None and (not shift.shifted or args.val_outputs is None):
-        if args.method in ("mle", "map"):
-            _check_estimate_options(args)
-        if shift.shifted:
-            # Rejected against the training prior only: a shift or a
-            # miscalibrated model, which cannot be told apart without the
-            # validation outputs (see the warning); not adapting cannot hurt.
-            return train_prior, (
-                "shift or miscalibration (no --val-outputs); posteriors unchanged"
-            )
-        found = (
-            "too few rows to test for shift"
-            if np.isnan(shift.pvalue)
-            else f"no shift found (p = {shift.pvalue:.3g} > {args.shift_level:g})"
+    # Every input is checked before the first pass over a batch that may be
+    # larger than memory: the options (by the library's constraints) and the
+    # labelled validation outputs of BBSE and RLLS (in memory only).
+    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
+    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
+    with _library_errors():
+        options = {name: getattr(args, name) for name in names}
+        validate_parameter_constraints(constraints(**names), options, "adapt")
+    reference, against = train_prior, "the training prior"
+    if args.val_outputs is not None:
+        reference = _load(args, args.val_outputs, "--val-outputs")
+        _same_classes("--val-outputs", args.val_outputs, reference, n_classes)
+        against = "--val-outputs"
+    if args.method in ("bbse", "rlls"):
+        labels = _labels(args, args.val_labels, "--val-labels", reference, against)
+        with _library_errors():
+            confusion = label_shift.joint_confusion_matrix(reference, labels)
+    found = {"how": f"estimated by {args.method.upper()}"}
+
+    def estimate(batch):
+        if args.method == "bbse":
+            return label_shift.bbse_test_prior(batch, confusion)
+        if args.method == "rlls":
+            return label_shift.rlls_test_prior(batch, confusion)
+        options = ("method", "solver", "dirichlet_alpha", "max_iter", "tol")
+        result = label_shift.estimate_test_prior(
+            batch, train_prior, **{name: getattr(args, name) for name in options}
         )
-        return train_prior, f"{found}; posteriors unchanged"
-    for warning in caught:
-        warnings.warn_explicit(
-            warning.message, warning.category, warning.filename, warning.lineno
+        state = "converged" if result.converged else "NOT converged"
+        found["how"] = (
+            f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
+            f"{result.n_passes} passes, {state}"
         )
-    if args.method in ("mle", "map"):
-        result, how = _estimate(args, proba, train_prior)
-        prior = np.asarray(result.prior)  # (computes a Dask estimate)
-    return prior, how
+        return np.asarray(result.prior)  # (computes a Dask estimate)
+
+    level = None if args.shift_level == 1 else args.shift_level
+    with _library_errors():
+        gate = None if level is None else ShiftGate(reference)
+        prior, shift = shift_gated_prior(proba, train_prior, estimate, gate, level)
+    if shift is not None:
+        _say(
+            args,
+            f"test of no shift against {against}: T2 = {shift.statistic:.1f}, "
+            f"{shift.dof} dof, p = {shift.pvalue:.3g}",
+        )
+    if shift is None or (shift.shifted and gate.conclusive):
+        return prior, found["how"]
+    if shift.shifted:
+        warn_user(
+            f"the batch's mean posterior differs from the training prior "
+            f"(p = {shift.pvalue:.3g}), but without --val-outputs that cannot "
+            f"tell a label shift from a miscalibrated model, whose mean posterior "
+            f"differs from its label frequencies with no shift at all (adapting "
+            f"then costs accuracy and log loss: up to 7.5 points on the stored "
+            f"CIFAR outputs); posteriors left unchanged. Pass --val-outputs (the "
+            f"model's outputs on the labelled validation data) to test against "
+            f"them, or --shift-level 1 to adapt anyway."
+        )
+        return prior, (
+            "shift or miscalibration (no --val-outputs); posteriors unchanged"
+        )
+    why = (
+        "too few rows to test for shift"
+        if np.isnan(shift.pvalue)
+        else f"no shift found (p = {shift.pvalue:.3g} > {level:g})"
+    )
+    return prior, f"{why}; posteriors unchanged"
 
 
 def _adapt(args):

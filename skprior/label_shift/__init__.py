@@ -11,6 +11,7 @@ from skprior.label_shift._confusion import (
     joint_confusion_matrix,
     rlls_test_prior,
 )
+from skprior.label_shift._policy import ShiftTest, label_shift_test
 from skprior.label_shift._prior import (
     PriorEstimate,
     adjust_to_prior,
@@ -18,7 +19,6 @@ from skprior.label_shift._prior import (
     estimate_test_prior,
 )
 from skprior.label_shift._resampling import effective_train_prior
-from skprior.label_shift._shift_test import ShiftTest, label_shift_test
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 __all__ = [

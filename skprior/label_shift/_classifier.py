@@ -1,21 +1,18 @@
 """The estimator of prior adaptation: :class:`PriorAdaptedClassifier`.
 
-It only calls the array functions of ``_prior.py`` (Bayes' rule, the MLE/MAP
-estimate, the source prior), ``_prior_confusion.py`` (BBSE, RLLS),
-``_shift.py`` (the test of no shift) and ``_stream.py`` (on-line trackers).
+It calls the array functions of ``_prior.py`` (the MLE/MAP estimate, the
+source prior) and ``_confusion.py`` (the confusion matrix), the one policy of
+``_policy.py`` (test for shift, then estimate) and the stream state of
+``_online.py``.
 """
 
 import warnings
 
-import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import namespace_of, to_host
 from skprior._utils._constraints import constraints
-from skprior._utils._kernels import column_sums
 from skprior._utils._options import (
-    DEFAULT_BBSE_PROJECTION,
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_FLH_LEARNING_RATE,
     DEFAULT_MAX_ITER,
@@ -28,26 +25,13 @@ from skprior._utils._options import (
     DEFAULT_TOL,
     SOURCE_PRIORS,
 )
-from skprior._utils._validation import (
-    check_prior,
-    check_train_prior,
-    warn_user,
-)
+from skprior._utils._validation import check_prior, check_train_prior, warn_user
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._confusion import joint_confusion_matrix
+from skprior.label_shift._online import StreamState, confusion_prior
+from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
-from skprior.label_shift._shift_solvers import NoShiftReference, StreamShiftMonitor
-from skprior.label_shift._shift_test import ShiftTest
-from skprior.label_shift._solvers import (
-    bbse_from_frequencies,
-    mean_posterior,
-    predicted_frequencies_xp,
-    reweight,
-    reweight_xp,
-    rlls_from_frequencies,
-)
-from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
-from skprior.label_shift._stream_solvers import unbiased_bbse
+from skprior.label_shift._solvers import host, like, predicted_counts, reweight
 
 
 class PriorAdaptedClassifier(BasePriorClassifier):
@@ -143,7 +127,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     online_prior_ : ndarray of shape (n_classes,)
         The on-line estimate from the batches given to :meth:`update_prior`
         since ``fit`` or :meth:`reset_prior`, up to and including the last
-        one (the starting prior before any).
+        one (the starting prior before any), float64, in the array namespace
+        and on the device of the inner model's posteriors for the last batch.
     n_seen_ : int
         Number of samples behind ``online_prior_``.
     online_shifted_ : bool
@@ -306,8 +291,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         )
         proba = self._inner_proba(X) if needs_proba else None
         if self.train_prior is None and self.source_prior == "mean_posterior":
-            self.train_prior_ = estimate_source_prior(
-                proba, source="mean_posterior", sample_weight=sample_weight
+            self.train_prior_ = host(
+                estimate_source_prior(
+                    proba, source="mean_posterior", sample_weight=sample_weight
+                )
             )
         check_train_prior(self.train_prior_, n_classes, classes=self.classes_)
 
@@ -328,8 +315,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 self.test_prior, n_classes, name="test_prior", classes=self.classes_
             )
         elif self.method in ("bbse", "rlls"):
-            self.confusion_ = joint_confusion_matrix(
-                proba, y_index, sample_weight=sample_weight
+            self.confusion_ = host(
+                joint_confusion_matrix(proba, y_index, sample_weight=sample_weight)
             )
         else:
             with warnings.catch_warnings():
@@ -342,9 +329,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         self._no_shift = None
         if self.method != "known":
             # The batches are compared with these posteriors: the model's own,
-            # on data without shift (numerics in _shift_solvers).
+            # on data without shift.
             weights = check_sample_weight(sample_weight, proba.shape[0])
-            self._no_shift = NoShiftReference.from_proba(proba, weights)
+            self._no_shift = ShiftGate(proba, weights)
         self.reset_prior()
 
     def _check_unchanged(self, stream=False):
@@ -362,7 +349,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 f"{self.method!r} after fit; call fit again (fit computes what "
                 f"each method needs, e.g. the confusion matrix of 'bbse')."
             )
-        if stream and self._stream_params != self._online_params():
+        if stream and self._stream.params != self._online_params():
             raise ValueError(
                 "online, online_budget or online_learning_rate was changed since "
                 "the stream began; call reset_prior() to start a stream with them."
@@ -373,23 +360,16 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     # -- the prior of a batch ------------------------------------------------------
 
-    def _estimate(self, proba, init=None):
+    def _estimate(self, proba):
         return estimate_test_prior(
             proba,
             self.train_prior_,
             method=self.method,
             solver=self.solver,
             dirichlet_alpha=self.dirichlet_alpha,
-            init=init,
             max_iter=self.max_iter,
             tol=self.tol,
         )
-
-    def _shift_test(self, proba):
-        n_rows = proba.shape[0]
-        statistic, pvalue, dof = self._no_shift.test(mean_posterior(proba), n_rows)
-        level = 1.0 if self.shift_level is None else self.shift_level
-        return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
 
     def test_shift(self, X):
         """Test whether the batch ``X`` is label-shifted from the ``fit`` data.
@@ -414,34 +394,28 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 "method='known' adapts to the given test_prior and runs no test "
                 "of shift; use an estimating method ('mle', 'map', 'bbse', 'rlls')."
             )
-        return self._shift_test(self._inner_proba(X))
+        level = 1.0 if self.shift_level is None else self.shift_level
+        return self._no_shift.test(self._inner_proba(X), level)
 
     def _prior_of(self, proba):
-        """The test prior for a batch with inner posteriors ``proba``."""
+        """The test prior (host) for a batch with inner posteriors ``proba``."""
         self._check_unchanged()
         if self.method == "known":
             return self.test_prior_
-        if self.shift_level is not None and not self._shift_test(proba).shifted:
-            return self.train_prior_
-        xp = namespace_of(proba)
-        if self.method in ("bbse", "rlls"):
-            if xp is not None:
-                n_rows = proba.shape[0]
-                return self._bbse(predicted_frequencies_xp(xp, proba) * n_rows)
-            return self._bbse(np.bincount(proba.argmax(axis=1), minlength=len(proba.T)))
-        prior = self._estimate(proba).prior
-        return prior if xp is None else to_host(xp, prior)[0].astype(np.float64)
-
-    def _bbse(self, counts):
-        """BBSE or RLLS from the counts of the hard predictions."""
-        total = counts.sum()
-        if self.method == "rlls":
-            return rlls_from_frequencies(
-                counts / total, self.confusion_, self.rlls_reg, total
-            )
-        return bbse_from_frequencies(
-            counts / total, self.confusion_, DEFAULT_BBSE_PROJECTION
+        prior, _ = shift_gated_prior(
+            proba,
+            self.train_prior_,
+            self._batch_prior,
+            self._no_shift,
+            self.shift_level,
         )
+        return prior
+
+    def _batch_prior(self, proba):
+        """The method's estimate of the batch's prior, on the host."""
+        if self.method in ("bbse", "rlls"):
+            return confusion_prior(self, predicted_counts(proba))
+        return host(self._estimate(proba).prior)
 
     def estimate_prior(self, X):
         """Estimate the class prior of the batch ``X`` (the test prior used).
@@ -465,11 +439,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         return self._prior_of(self._inner_proba(X)).copy()
 
     def _adjust_proba(self, proba):
-        prior = self._prior_of(proba)
-        xp = namespace_of(proba)
-        if xp is not None:
-            return reweight_xp(xp, proba, self.train_prior_, prior)
-        return reweight(proba, self.train_prior_, prior)
+        return reweight(proba, self.train_prior_, self._prior_of(proba))
 
     # -- on-line ---------------------------------------------------------------------
 
@@ -486,62 +456,16 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """
         check_is_fitted(self, "train_prior_")
         self._check_unchanged()
-        start = self.test_prior_ if self.method == "known" else self.train_prior_
-        self.online_prior_ = start.copy()
-        self.n_seen_ = 0
-        self.online_shifted_ = self.method == "known" or self.shift_level is None
-        self._stream_params = self._online_params()
-        self._stream_monitor = (
-            None
-            if self.online_shifted_
-            else StreamShiftMonitor(self._no_shift, len(self.classes_))
-        )
-        self._stream_counts = None
-        self._stream_tracker = None
-        if self.method == "known":
-            return self
-        if self.online == "cumulative":
-            if self.method in ("bbse", "rlls"):
-                self._stream_counts = np.zeros(len(self.classes_))
-            else:
-                self._stream_tracker = CumulativePrior(
-                    self.train_prior_,
-                    budget=self.online_budget,
-                    dirichlet_alpha=(
-                        self.dirichlet_alpha if self.method == "map" else 1.0
-                    ),
-                    solver=self.solver,
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                )
-        elif self.online == "fth":
-            self._stream_tracker = FollowTheHistory(start)
-        else:
-            self._stream_tracker = FLHFTL(
-                start, learning_rate=self.online_learning_rate
-            )
-        if self.method == "bbse" and self.online != "cumulative":
-            # K x K, computed once per stream: each batch then costs a product.
-            self._bbse_inverse = np.linalg.pinv(self.confusion_)
+        self._stream = StreamState(self)
+        self._publish_stream()
         return self
 
-    def _batch_estimate(self, proba):
-        """``s_t`` of the drift trackers: the method's estimate of one batch.
-
-        For ``"bbse"`` the unclipped ``C_cond^{-1} mu_t``, which is unbiased
-        (averaging clipped estimates would not be); for ``"rlls"`` the batch's
-        RLLS estimate (regularised, so biased towards the held-out prior).
-        """
-        if self.method == "rlls":
-            return self._prior_of(proba)
-        if self.method != "bbse":
-            return self._estimate(proba).prior
-        frequencies = np.bincount(proba.argmax(axis=1), minlength=len(self.classes_))
-        return unbiased_bbse(
-            frequencies / proba.shape[0],
-            self._bbse_inverse,
-            self.confusion_.sum(axis=0),
-        )
+    def _publish_stream(self, like_array=None):
+        """The stream's public attributes (the prior in the batch's namespace)."""
+        stream = self._stream
+        self.online_prior_ = like(stream.prior, like_array)
+        self.n_seen_ = stream.n_seen
+        self.online_shifted_ = stream.shifted
 
     def update_prior(self, X):
         """Add a batch of a stream to the on-line estimate of the test prior.
@@ -570,43 +494,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """
         self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
-        self.n_seen_ += proba.shape[0]
-        if not self.online_shifted_ and self.shift_level is None:
-            self.online_shifted_ = True  # (set to None after the stream began)
-        elif not self.online_shifted_:
-            # The test of predict_proba, on the stream so far and on its
-            # latest segment: a stream without shift is not adapted (a
-            # miscalibrated model's estimate drifts away from the prior with
-            # no shift at all).
-            found = self._stream_monitor.update(
-                column_sums(proba), proba.shape[0], self.shift_level
-            )
-            if found == "recent":
-                # The shift began after the rows before the latest segment,
-                # which look calm: the on-line estimate starts again from this
-                # batch, as reset_prior() then update_prior(X) would, so that
-                # it does not average the calm stretch in.
-                self.reset_prior()
-                self.n_seen_ = proba.shape[0]
-            self.online_shifted_ = found is not None
-        if self._stream_counts is not None:
-            self._stream_counts = self._stream_counts + np.bincount(
-                proba.argmax(axis=1), minlength=len(self.classes_)
-            )
-            self.online_prior_ = self._bbse(self._stream_counts)
-        elif isinstance(self._stream_tracker, CumulativePrior):
-            with warnings.catch_warnings():
-                if not self.online_shifted_:
-                    # (predict_proba_online keeps the training prior until
-                    # the stream is found shifted: a noisy estimate is unused)
-                    warnings.filterwarnings(
-                        "ignore", "The stream's prior", category=UserWarning
-                    )
-                tracker = self._stream_tracker.update(proba)
-            self.online_prior_ = tracker.prior_.copy()
-        elif self._stream_tracker is not None:
-            estimate = self._batch_estimate(proba)
-            self.online_prior_ = self._stream_tracker.update(estimate).prior_.copy()
+        self._stream.update(self, proba)
+        self._publish_stream(proba)
         return self
 
     def predict_proba_online(self, X):
@@ -630,6 +519,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """
         self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
-        shifted = self.online_shifted_ or self.shift_level is None
-        prior = self.online_prior_ if shifted else self.train_prior_
+        stream = self._stream
+        shifted = stream.shifted or self.shift_level is None
+        prior = stream.prior if shifted else self.train_prior_
         return reweight(proba, self.train_prior_, prior)

@@ -6,37 +6,34 @@ predictions of an unlabelled batch: black-box shift estimation
 (:func:`bbse_test_prior`) and its regularised form RLLS
 (:func:`rlls_test_prior`). Unlike the likelihood estimates of ``_prior.py`` they
 do not need calibrated posteriors, only a confusion matrix ``P(predicted | true)``
-that holds between held-out and test data. The solvers are in
-``_prior_solvers.py``.
+that holds between held-out and test data. Their solves, on
+``K``-vectors on the host, are at the end of the module.
 """
 
 import numpy as np
+from scipy.optimize import brentq, nnls
 
-from skprior._utils._array_api import namespace_of, result_array
+from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
-from skprior._utils._options import DEFAULT_BBSE_PROJECTION, DEFAULT_RLLS_REG
+from skprior._utils._options import (
+    DEFAULT_BBSE_PROJECTION,
+    DEFAULT_RLLS_REG,
+    RLLS_DELTA,
+)
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    check_confusion,
-    check_proba,
+from skprior._utils._validation import check_confusion, check_proba
+from skprior._utils._validation_labels import check_class_indices, check_sample_weight
+from skprior._utils._validation_xp import (
+    check_class_indices_xp,
+    check_proba_xp,
+    check_sample_weight_xp,
 )
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
-)
-from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._solvers import (
-    bbse_from_frequencies,
     joint_confusion,
-    predicted_frequencies_xp,
-    rlls_from_frequencies,
+    like,
+    predicted_counts,
+    project_to_simplex,
 )
-
-
-def _predicted_frequencies(proba):
-    """Frequencies of the hard predictions (argmax) of a batch."""
-    n_samples, n_classes = proba.shape
-    return np.bincount(np.argmax(proba, axis=1), minlength=n_classes) / n_samples
 
 
 @validate_params(
@@ -124,14 +121,12 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     >>> bbse_test_prior(batch, confusion, projection="clip").round(4)
     array([0.4545, 0.5455, 0.    ])
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     confusion = check_confusion(confusion, proba.shape[1])
-    if xp is not None:
-        frequencies = predicted_frequencies_xp(xp, proba)
-        prior = bbse_from_frequencies(frequencies, confusion, projection)
-        return result_array(xp, prior, proba)
-    return bbse_from_frequencies(_predicted_frequencies(proba), confusion, projection)
+    frequencies = predicted_counts(proba) / proba.shape[0]
+    prior = bbse_from_frequencies(frequencies, confusion, projection)
+    return like(prior, proba)
 
 
 @validate_params(
@@ -241,15 +236,12 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
     >>> rlls_test_prior(proba, confusion, reg=1.0)  # no shift: the held-out prior
     array([0.5, 0.5])
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     confusion = check_confusion(confusion, proba.shape[1])
-    if xp is not None:
-        frequencies = predicted_frequencies_xp(xp, proba)
-        prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
-        return result_array(xp, prior, proba)
-    frequencies = _predicted_frequencies(proba)
-    return rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+    frequencies = predicted_counts(proba) / proba.shape[0]
+    prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
+    return like(prior, proba)
 
 
 @validate_params(
@@ -296,8 +288,147 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
     array([[0.33333333, 0.33333333],
            [0.        , 0.33333333]])
     """
-    proba = check_proba(proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     n_samples, n_classes = proba.shape
-    y = check_class_indices(y, n_samples, n_classes, name="proba")
-    weights = check_sample_weight(sample_weight, n_samples)
-    return joint_confusion(np.argmax(proba, axis=1), y, weights, n_classes)
+    if is_numpy:
+        y = check_class_indices(y, n_samples, n_classes, name="proba")
+        weights = check_sample_weight(sample_weight, n_samples)
+    else:
+        y = check_class_indices_xp(xp, y, proba, n_classes, name="proba")
+        weights = check_sample_weight_xp(xp, sample_weight, proba)
+    return like(joint_confusion(proba, y, weights), proba)
+
+
+# -- the solves, on the host ------------------------------------------------------
+
+
+def bbse_from_frequencies(frequencies, confusion, projection="clip"):
+    """Solve ``C w = mu`` (least squares) and map ``w * q_held_out`` to a prior.
+
+    ``projection="clip"``: clip ``w >= 0`` and renormalise; the held-out prior
+    ``q_held_out = C.sum(axis=0)`` when every weight clips to 0.
+    ``projection="simplex"``: the Euclidean projection of ``w * q_held_out``
+    onto the simplex.
+    """
+    held_out_prior = confusion.sum(axis=0)
+    weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
+    if projection == "simplex":
+        return project_to_simplex(weights * held_out_prior)
+    prior = np.maximum(weights, 0.0) * held_out_prior
+    total = prior.sum()
+    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()
+
+
+def _ridge_weights(confusion, frequencies, lam):
+    """``argmin_{w >= 0} ||C w - mu||^2 + lam ||w - 1||^2``, exactly (NNLS).
+
+    The stacked system ``[C; sqrt(lam) I] w = [mu; sqrt(lam) 1]`` turns the
+    bound-constrained ridge problem into non-negative least squares, which
+    scipy's active-set solver (Lawson and Hanson) solves in finitely many steps.
+    """
+    if lam == 0:
+        return nnls(confusion, frequencies, maxiter=50 * confusion.shape[1])[0]
+    root = np.sqrt(lam)
+    n_classes = confusion.shape[1]
+    stacked = np.vstack([confusion, root * np.eye(n_classes)])
+    target = np.concatenate([frequencies, np.full(n_classes, root)])
+    return nnls(stacked, target, maxiter=50 * n_classes)[0]
+
+
+def rlls_weights(frequencies, confusion, reg):
+    r"""Importance weights ``w = 1 + theta`` of RLLS (Azizzadenesheli et al., 2019).
+
+    ``theta = argmin ||C theta - b||_2 + reg ||theta||_2`` subject to
+    ``theta >= -1``, with ``b = mu - C 1``; the norms are not squared.
+
+    The problem is convex but not smooth (at ``theta = 0`` and wherever the
+    residual is 0), so it is not handed to a smooth solver. Its solution lies
+    on the path of the bound-constrained ridge problems
+    ``theta(lam) = argmin_{theta >= -1} ||C theta - b||^2 + lam ||theta||^2``:
+    dividing the ridge stationarity condition
+    ``2 C^T r + 2 lam theta - nu = 0`` (``r = C theta - b``, ``nu >= 0`` the
+    bound multipliers) by ``2 ||r||`` gives the RLLS one,
+    ``C^T r / ||r|| + reg theta / ||theta|| - nu' = 0``, exactly when
+    ``lam = reg ||r|| / ||theta||``. So the solution is ``theta(lam*)`` at a
+    root of the scalar equation ``lam ||theta(lam)|| / ||r(lam)|| = reg``,
+    found by Brent's method on ``log lam``; each ``theta(lam)`` is an exact
+    NNLS solve (``_ridge_weights``). The ends of the path are handled in
+    closed form:
+
+    - ``theta = 0`` (no shift) is optimal iff ``||C^T b|| <= reg ||b||`` (the
+      subgradient condition at 0, an interior point of the constraint);
+    - when the ratio stays at or above ``reg`` down to ``lam -> 0`` (in
+      particular ``reg = 0``, or a residual of 0 with ``reg`` below the
+      smallest singular value of ``C`` along the solution), the solution is the
+      constrained least-squares one, ``lam = 0`` (the ``lam -> 0`` limit,
+      the least-norm ``theta``, when ``C`` is singular).
+
+    Any root satisfies the optimality conditions of the convex problem, so no
+    monotonicity of the ratio is needed beyond a sign change, which the two
+    end cases guarantee.
+    """
+    n_classes = confusion.shape[1]
+    ones = np.ones(n_classes)
+    b = frequencies - confusion @ ones
+    b_norm = np.linalg.norm(b)
+    if b_norm == 0 or np.linalg.norm(confusion.T @ b) <= reg * b_norm:
+        return ones
+    scale = np.linalg.norm(confusion, 2) ** 2  # lam's natural unit
+    full_rank = np.linalg.matrix_rank(confusion) == n_classes
+
+    def gap(log_lam):
+        lam = np.exp(log_lam)
+        weights = _ridge_weights(confusion, frequencies, lam)
+        residual = np.linalg.norm(confusion @ weights - frequencies)
+        if residual == 0:
+            return np.inf
+        return lam * np.linalg.norm(weights - 1) / residual - reg
+
+    # Bracket a root by steps of e^2 outward from lam = ||C||^2, stopping at
+    # the first sign change: far out, theta = w - 1 (tiny for huge lam) and a
+    # residual of order lam (tiny lam) are lost to rounding.
+    middle = np.log(scale)
+    if gap(middle) < 0:
+        low, high = middle, middle + 2
+        while gap(high) < 0:  # the ratio tends to ||C^T b|| / ||b|| > reg
+            low, high = high, high + 2
+            if high > middle + 60:  # theta below rounding: no shift
+                return _ridge_weights(confusion, frequencies, np.exp(high))
+    else:
+        low, high = middle - 2, middle
+        while gap(low) >= 0:
+            low, high = low - 2, low
+            if low < middle - 30:  # the lam -> 0 end: least squares
+                lam = 0.0 if full_rank else np.exp(low)
+                return _ridge_weights(confusion, frequencies, lam)
+    root = brentq(gap, low, high, xtol=1e-14, rtol=4 * np.finfo(float).eps)
+    return _ridge_weights(confusion, frequencies, np.exp(root))
+
+
+def rlls_auto_reg(confusion, n_samples, delta=RLLS_DELTA):
+    """``reg="auto"`` of RLLS: ``sigma_min(C) * sqrt(log(2 K / delta) / n)``.
+
+    ``n`` is the number of predictions behind the frequencies (the batch).
+    The paper's rate, ``sqrt(log(K / delta) / n)``, is scaled by the smallest
+    singular value of ``C`` because the penalty is compared with ``C^T u``
+    (``||u|| <= 1``) in the optimality conditions: in those units it does not
+    depend on the number of classes or on how imbalanced the held-out prior
+    is (see :func:`skprior.rlls_test_prior`).
+    """
+    n_classes = confusion.shape[0]
+    sigma_min = np.linalg.svd(confusion, compute_uv=False)[-1]
+    return float(sigma_min * np.sqrt(np.log(2 * n_classes / delta) / n_samples))
+
+
+def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
+    """The RLLS prior ``q_held_out * w`` renormalised (``reg`` may be "auto").
+
+    The held-out prior ``q_held_out = C.sum(axis=0)`` when every weight is 0.
+    """
+    if isinstance(reg, str):
+        reg = rlls_auto_reg(confusion, n_samples)
+    held_out_prior = confusion.sum(axis=0)
+    prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
+    total = prior.sum()
+    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()

@@ -3,19 +3,19 @@
 The array functions: Bayes' rule to a new prior (:func:`adjust_to_prior`), the
 maximum-likelihood or MAP test prior of an unlabelled batch
 (:func:`estimate_test_prior`) and the source prior (:func:`estimate_source_prior`).
-The confusion-based estimates (BBSE, RLLS) are in ``_prior_confusion.py``, the
-solvers in ``_prior_solvers.py``, and the estimator that calls them all,
-:class:`PriorAdaptedClassifier`, in ``_prior_classifier.py`` (the method is
-too large for one module).
+Each takes arrays of any array API namespace and returns its results in it.
+The confusion-based estimates (BBSE, RLLS) are in ``_confusion.py``, the
+solvers in ``_solvers.py``, the policy "test for shift, then estimate" in
+``_policy.py``, and the estimator that calls them,
+:class:`PriorAdaptedClassifier`, in ``_classifier.py``.
 """
 
 import dataclasses
-import functools
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._array_api import namespace_of, result_array
+from skprior._utils._array_api import get_namespace, to_host
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -31,19 +31,21 @@ from skprior._utils._validation import (
     check_train_prior,
     warn_user,
 )
-from skprior._utils._validation_labels import (
-    check_class_indices,
-    check_sample_weight,
+from skprior._utils._validation_labels import check_class_indices, check_sample_weight
+from skprior._utils._validation_xp import (
+    check_class_indices_xp,
+    check_proba_lazy,
+    check_proba_xp,
+    check_sample_weight_xp,
 )
-from skprior._utils._validation_xp import check_proba_lazy, check_proba_xp
 from skprior.label_shift._shift_solvers import removed_mass
 from skprior.label_shift._solvers import (
+    like,
     mean_posterior,
     reweight,
-    reweight_xp,
     solve_prior,
-    solve_prior_xp,
-    stranded_rows_xp,
+    stranded_rows,
+    weighted_counts,
 )
 
 
@@ -136,13 +138,11 @@ def adjust_to_prior(proba, train_prior, test_prior):
     >>> adjust_to_prior(np.array([[0.5, 0.5]]), [0.5, 0.5], [0.8, 0.2])
     array([[0.8, 0.2]])
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_lazy(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_lazy(xp, proba)
     n_classes = proba.shape[1]
     test = check_prior(test_prior, n_classes, name="test_prior")
     train = check_train_prior(train_prior, n_classes)
-    if xp is not None:
-        return reweight_xp(xp, proba, train, test)
     return reweight(proba, train, test, dtype=proba.dtype)
 
 
@@ -262,8 +262,8 @@ def estimate_test_prior(
     >>> result.converged
     True
     """
-    xp = namespace_of(proba)
-    proba = check_proba(proba) if xp is None else check_proba_xp(xp, proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     n_classes = proba.shape[1]
     train = check_train_prior(train_prior, n_classes)
     concentration = float(dirichlet_alpha) - 1.0 if method == "map" else 0.0
@@ -273,11 +273,7 @@ def estimate_test_prior(
     elif np.any(start == 0):
         # EM keeps a class at 0 where it starts; a row with all its mass there
         # has likelihood 0 at every such prior, and the estimate is undefined.
-        if xp is None:
-            stranded = np.flatnonzero(~(proba[:, start > 0].sum(axis=1) > 0))
-            n_stranded, first = stranded.size, stranded[0] if stranded.size else 0
-        else:
-            n_stranded, first = stranded_rows_xp(xp, proba, start > 0)
+        n_stranded, first = stranded_rows(proba, start > 0)
         if n_stranded:
             raise ValueError(
                 f"init is 0 on every class that row {int(first)} of proba "
@@ -287,8 +283,7 @@ def estimate_test_prior(
                 f"training prior)."
             )
 
-    solve = solve_prior if xp is None else functools.partial(solve_prior_xp, xp)
-    prior, n_iter, n_passes, converged, objective = solve(
+    prior, n_iter, n_passes, converged, objective = solve_prior(
         proba, train, concentration, start, solver, max_iter, tol
     )
     _warn_if_degenerate(proba, train, prior, method)
@@ -306,7 +301,7 @@ def estimate_test_prior(
             ConvergenceWarning,
         )
     return PriorEstimate(
-        prior=prior if xp is None else result_array(xp, prior, proba),
+        prior=like(prior, proba),
         n_iter=int(n_iter),
         n_passes=int(n_passes),
         converged=bool(converged),
@@ -399,18 +394,30 @@ def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None)
     >>> estimate_source_prior(proba, [0, 1, 1]).round(3)
     array([0.333, 0.667])
     """
-    proba = check_proba(proba)
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
     n_samples, n_classes = proba.shape
-    weights = check_sample_weight(sample_weight, n_samples)
+    weights = (
+        check_sample_weight(sample_weight, n_samples)
+        if is_numpy
+        else check_sample_weight_xp(xp, sample_weight, proba)
+    )
     if source == "labels":
         if y is None:
             raise ValueError(
                 "source='labels' counts the labels y, but y is None. Pass y, or "
                 "source='mean_posterior'."
             )
-        y = check_class_indices(y, n_samples, n_classes, name="proba")
-        counts = np.bincount(y, weights=weights, minlength=n_classes)
-    else:
+        y = (
+            check_class_indices(y, n_samples, n_classes, name="proba")
+            if is_numpy
+            else check_class_indices_xp(xp, y, proba, n_classes, name="proba")
+        )
+        counts = weighted_counts(y, weights, n_classes)
+    elif is_numpy:
         # (summed in float64 without a float64 copy of the input)
         counts = np.einsum("i,ik->k", weights, proba, dtype=np.float64)
-    return counts / counts.sum()
+    else:
+        rows = xp.astype(proba, weights.dtype)
+        (counts,) = to_host(xp, xp.sum(weights[:, None] * rows, axis=0))
+    return like(counts / counts.sum(), proba)

@@ -17,10 +17,15 @@ from sklearn.utils.validation import column_or_1d
 
 from skprior._utils._sklearn_compat import StrOptions, validate_params
 from skprior._utils._validation_labels import check_sample_weight
+from skprior.label_shift._solvers import host, like
 
 
-def _per_class(values, classes, name, *, allow_missing, default=None):
-    """A dict keyed by class label, or an array in the order of ``classes``."""
+def _per_class(values, classes, name, default):
+    """A dict keyed by class label, or an array in the order of ``classes``.
+
+    A class left out of a dict takes its entry of ``default`` (a scalar or one
+    value per class): not resampled, or weight 1 as in scikit-learn.
+    """
     if isinstance(values, Mapping):
         unknown = [key for key in values if key not in set(classes.tolist())]
         if unknown:
@@ -28,16 +33,9 @@ def _per_class(values, classes, name, *, allow_missing, default=None):
                 f"{name} has keys {unknown[:10]} that are not classes of y "
                 f"({classes.tolist()[:20]}). Key it by the labels of y."
             )
-        missing = [c for c in classes.tolist() if c not in values]
-        if missing and not allow_missing:
-            raise ValueError(
-                f"{name} has no entry for the classes {missing[:10]}. Give one "
-                f"value per class of y."
-            )
+        default = np.broadcast_to(default, classes.shape)
         out = np.array(
-            [values.get(c, default[i]) for i, c in enumerate(classes.tolist())]
-            if missing
-            else [values[c] for c in classes.tolist()],
+            [values.get(c, default[i]) for i, c in enumerate(classes.tolist())],
             dtype=np.float64,
         )
     else:
@@ -121,7 +119,8 @@ def effective_train_prior(
     Returns
     -------
     prior : ndarray of shape (n_classes,)
-        :math:`q^{\text{eff}}`, summing to one, in the order of ``np.unique(y)``.
+        :math:`q^{\text{eff}}`, summing to one, in the order of ``np.unique(y)``
+        (an array of the namespace and device of ``y``).
 
     See Also
     --------
@@ -175,46 +174,29 @@ def effective_train_prior(
     >>> adjust_to_prior([[0.75, 0.25]], q_eff, effective_train_prior(y)).round(3)
     array([[0.9, 0.1]])
     """
-    y = column_or_1d(y, warn=True)
+    given = y
+    y = column_or_1d(host(y), warn=True)
     if y.size == 0:
         raise ValueError("y is empty: pass the training labels.")
     classes, y_index = np.unique(y, return_inverse=True)
-    weights = check_sample_weight(sample_weight, y.size)
-    counts = np.bincount(y_index, weights=weights, minlength=classes.size)
-    prior = counts.astype(np.float64)
+    weights = check_sample_weight(host(sample_weight), y.size)
+    prior = np.bincount(y_index, weights=weights, minlength=classes.size)
+    counts = np.bincount(y_index, minlength=classes.size)
     if resampled_counts is not None:
         # The counts after resampling replace those of y (rows are kept with
         # their sample weight on average: the weighted count scales likewise).
-        after = _per_class(
-            resampled_counts,
-            classes,
-            "resampled_counts",
-            allow_missing=True,
-            default=np.bincount(y_index, minlength=classes.size),
-        )
-        prior = prior * after / np.bincount(y_index, minlength=classes.size)
+        after = _per_class(resampled_counts, classes, "resampled_counts", counts)
+        prior = prior * after / counts
     if sampling_ratio is not None:
-        prior = prior * _per_class(
-            sampling_ratio,
-            classes,
-            "sampling_ratio",
-            allow_missing=True,
-            default=np.ones(classes.size),
-        )
+        prior = prior * _per_class(sampling_ratio, classes, "sampling_ratio", 1.0)
     if isinstance(class_weight, str):
         prior = prior * compute_class_weight("balanced", classes=classes, y=y)
     elif class_weight is not None:
         # scikit-learn's estimators give weight 1 to a class left out of the dict.
-        prior = prior * _per_class(
-            class_weight,
-            classes,
-            "class_weight",
-            allow_missing=True,
-            default=np.ones(classes.size),
-        )
+        prior = prior * _per_class(class_weight, classes, "class_weight", 1.0)
     if not prior.sum() > 0:
         raise ValueError(
             "sample_weight gives every class weight 0: pass the weights the "
             "model was trained with."
         )
-    return prior / prior.sum()
+    return like(prior / prior.sum(), given)

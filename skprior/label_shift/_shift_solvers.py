@@ -13,12 +13,13 @@ import numpy as np
 
 from skprior._utils import _kernels
 from skprior._utils._array_api import (
-    device_of,
+    blocks,
     from_host,
-    namespace_of,
-    to_host,
+    get_namespace,
+    per_row,
     work_dtype,
 )
+from skprior.label_shift._solvers import device, fetch
 
 # Eigenvalues of the covariance below this fraction of the largest are taken as
 # zero: the all-ones direction of rows that sum to one (its variance is the
@@ -29,52 +30,39 @@ _RANK_RTOL = 1e-9
 def weighted_moments(proba, weights=None):
     """Mean, covariance and effective size of the rows of ``proba``, in float64.
 
-    Accumulated over row blocks of about 2**17 entries (1 MB in float64):
-    no float64 copy of a float32 input, and temporaries far below it. The
-    covariance is the weighted mean of ``(p_i - m)(p_i - m)'`` (divided by the
-    total weight, the maximum-likelihood form); the effective size is Kish's
+    Accumulated over row blocks, on the device of ``proba``: on NumPy blocks
+    of about 2**17 entries (1 MB in float64), so no float64 copy of a float32
+    input and temporaries far below it; only ``K``-vectors and the ``K x K``
+    scatter cross to the host. The covariance is the weighted mean of
+    ``(p_i - m)(p_i - m)'`` (divided by the total weight, the
+    maximum-likelihood form); the effective size is Kish's
     ``(sum w)**2 / sum w**2`` (``n`` without weights).
     """
+    xp, is_numpy = get_namespace(proba)
     n_rows, n_classes = proba.shape
-    if weights is None:
-        weights = np.ones(n_rows)
-    xp = namespace_of(proba)
-    if xp is not None:
-        return _weighted_moments_xp(xp, proba, weights)
-    total = weights.sum()
-    mean = weights @ proba / total if proba.dtype == np.float64 else None
-    if mean is None:
-        mean = np.zeros(n_classes)
-        for block in _kernels.row_blocks(n_rows, n_classes, elements=2**17):
-            mean += weights[block] @ proba[block].astype(np.float64)
-        mean /= total
-    scatter = np.zeros((n_classes, n_classes))
-    for block in _kernels.row_blocks(n_rows, n_classes, elements=2**17):
-        centred = proba[block].astype(np.float64) - mean
-        scatter += (centred * weights[block, None]).T @ centred
-    effective = total**2 / (weights @ weights)
-    return mean, scatter / total, float(effective)
-
-
-def _weighted_moments_xp(xp, proba, weights):
-    """:func:`weighted_moments` of an array API array.
-
-    Only K-vectors and the K x K scatter cross to the host.
-    """
-    device = device_of(proba)
-    dtype = work_dtype(xp, device)
+    weights = np.ones(n_rows) if weights is None else weights
     total = float(weights.sum())
-    w = from_host(xp, weights, device, dtype)[:, None]
-    rows = xp.astype(proba, dtype)
-    (mean,) = to_host(xp, xp.sum(w * rows, axis=0) / total)
-    centred = rows - from_host(xp, mean, device, dtype)
-    (scatter,) = to_host(xp, xp.matrix_transpose(w * centred) @ centred)
-    effective = total**2 / float(weights @ weights)
-    return (
-        np.asarray(mean, dtype=np.float64),
-        np.asarray(scatter, dtype=np.float64) / total,
-        float(effective),
+    on = device(proba)
+    dtype = work_dtype(xp, on)
+    w = (weights if is_numpy else per_row(xp, weights, proba, dtype))[:, None]
+    parts = (
+        _kernels.row_blocks(n_rows, n_classes, elements=2**17)
+        if is_numpy
+        else blocks(xp, n_rows, n_classes)
     )
+
+    def summed(function):
+        pieces = [
+            function(w[part, :], xp.astype(proba[part, :], dtype)) for part in parts
+        ]
+        return np.asarray(fetch(xp, sum(pieces[1:], pieces[0]))[0], np.float64)
+
+    mean = summed(lambda w, rows: xp.sum(w * rows, axis=0)) / total
+    centre = from_host(xp, mean, on, dtype)
+    scatter = summed(
+        lambda w, rows: xp.matrix_transpose(w * (rows - centre)) @ (rows - centre)
+    )
+    return mean, scatter / total, total**2 / float(weights @ weights)
 
 
 def whitening(covariance):
@@ -99,9 +87,7 @@ def hotelling_pvalue(statistic, dof, n_covariance):
     """
     from scipy.stats import f
 
-    if dof == 0:
-        return float("nan")
-    if n_covariance <= dof + 1:  # (too few rows behind the covariance)
+    if dof == 0 or n_covariance <= dof + 1:  # (or too few rows behind S)
         return float("nan")
     scaled = statistic * (n_covariance - dof) / (dof * (n_covariance - 1))
     return float(f.sf(scaled, dof, n_covariance - dof))

@@ -1,8 +1,10 @@
 """The numerics of prior estimation: one pass over the data, EM, SQUAREM, PGA.
 
 Solvers behind :func:`skprior.estimate_test_prior`, Bayes' rule to a new prior
-and the BBSE and RLLS solves, on validated float64 arrays (no input checks
-here).
+and the BBSE and RLLS solves, on validated arrays of any array API namespace
+(no input checks here): the solvers iterate on host ``K``-vectors, and only
+the pass functions touch the data, on its device (NumPy through its own
+kernels, as fast as before).
 
 With weights ``w = pi / q`` and ``D_i = sum_k p_ik w_k`` (a matrix-vector
 product), the EM map is ``F(pi)_k = pi_k g_k / N`` where
@@ -17,19 +19,19 @@ plus, for the MLE, the KKT violation ``max(g_k - 1, 0)`` of classes below
 """
 
 import numpy as np
-from scipy.optimize import brentq, nnls
 
 from skprior._utils._array_api import (
     device_of,
     from_host,
+    get_namespace,
     map_blocks,
     namespace_of,
+    result_array,
     sum_blocks,
     to_host,
     work_dtype,
 )
 from skprior._utils._kernels import column_sums, row_blocks, single_blas_thread
-from skprior._utils._options import RLLS_DELTA
 
 # Rows per block of a pass: a float32 block is converted to float64, about
 # 1 MB, which stays in cache for the second product (8 MB blocks: a pass twice
@@ -49,17 +51,41 @@ def pass_blocks(shape, dtype):
 
 
 def reweight(proba, train_prior, test_prior, dtype=np.float64):
-    """Rows of ``proba * test_prior / train_prior`` renormalised, as ``dtype``.
+    """Rows of ``proba * test_prior / train_prior`` renormalised.
 
     A row that is 0 everywhere (all its mass on classes the test prior rules
     out) gets ``test_prior``, the posterior of a sample that carries no usable
-    evidence. Computed in float64 over row blocks written into the output:
-    the peak is the output and one block, whatever the batch (a float32 input
+    evidence. Computed in float64 (the working dtype off NumPy) block by
+    block; a NumPy result is ``dtype``, another library's that of ``proba``
+    (a lazy map for Dask).
+    """
+    xp, is_numpy = get_namespace(proba)
+    if is_numpy:
+        return _reweight_numpy(proba, test_prior / train_prior, test_prior, dtype)
+    device = device_of(proba)
+    work = work_dtype(xp, device)
+    weights = from_host(xp, test_prior / train_prior, device, work)
+    fallback = from_host(xp, test_prior, device, work)
+
+    def one_block(block):
+        out = xp.astype(proba[block, :], work) * weights
+        total = xp.sum(out, axis=1)
+        empty = ~(total > 0)
+        out = out * (1.0 / xp.where(empty, 1.0, total))[:, None]
+        out = xp.where(empty[:, None], fallback[None, :], out)
+        return xp.astype(out, proba.dtype, copy=False)
+
+    return map_blocks(xp, *proba.shape, one_block)
+
+
+def _reweight_numpy(proba, weights, test_prior, dtype):
+    """:func:`reweight` on NumPy: over row blocks written into the output.
+
+    The peak is the output and one block, whatever the batch (a float32 input
     with a float32 output: 1x the input). (In place after the product, and
     without a float64 copy of a float32 input: 8x faster than the plain
     expression on 5,000 x 100 float32.)
     """
-    weights = test_prior / train_prior
     out = np.empty(proba.shape, dtype=dtype)
     for block in pass_blocks(proba.shape, proba.dtype):
         # A float64 output is worked on in place; a float32 one through a
@@ -78,22 +104,20 @@ def reweight(proba, train_prior, test_prior, dtype=np.float64):
     return out
 
 
-def _objective(log_d_sum, prior, n_samples, concentration):
-    value = log_d_sum / n_samples
-    if concentration != 0:
-        with np.errstate(divide="ignore"):
-            value += concentration * np.log(prior).sum() / n_samples
-    return float(value)
-
-
 class _Problem:
-    """The data of one estimate and its single pass (see the module docstring)."""
+    """The data of one estimate and its single pass (see the module docstring).
+
+    The solvers work on the host, on ``K``-vectors; :meth:`evaluate` is the
+    one pass over the data, on their device (one Dask compute), whose two
+    results cross back as a ``K``-vector and a scalar.
+    """
 
     def __init__(self, proba, train_prior, concentration, tol):
         self.proba = proba
+        self.xp, self.is_numpy = get_namespace(proba)
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
-        self.blocks = pass_blocks(proba.shape, proba.dtype)
+        self.blocks = pass_blocks(proba.shape, proba.dtype) if self.is_numpy else None
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
         self.tol = tol  # classes below it get the KKT check of ``residual``
         self.n_passes = 0
@@ -102,22 +126,11 @@ class _Problem:
         """Return ``(g / N, sum_i log D_i)`` at ``prior``; one pass."""
         self.n_passes += 1
         weights = prior / self.train_prior
-        tiny = np.finfo(np.float64).tiny
-        log_d_sum = 0.0
-        gradient = np.zeros(self.n_classes)
-        # Both products on one block while it is in cache: one read of the
-        # data per pass, half the time of two whole-matrix products, and a
-        # float32 input needs no float64 copy (the block is converted).
-        for block in self.blocks:
-            rows = self.proba[block].astype(np.float64, copy=False)
-            d = rows @ weights
-            # D_i = 0 only when row i lies on classes with prior 0 (the
-            # projected gradient can put some there): l = -inf, and the row
-            # points back in.
-            with np.errstate(divide="ignore"):
-                log_d_sum += np.log(d).sum()
-            gradient += (1.0 / np.maximum(d, tiny)) @ rows
-        return gradient / self.train_prior / self.n_samples, log_d_sum
+        if self.is_numpy:
+            gradient, log_d_sum = _pass_numpy(self.proba, weights, self.blocks)
+        else:
+            gradient, log_d_sum = _pass_xp(self.xp, self.proba, weights)
+        return gradient / self.train_prior / self.n_samples, float(log_d_sum)
 
     def em_map(self, prior, gradient):
         """The (MAP) EM update from the gradient at ``prior``: no extra pass."""
@@ -141,7 +154,12 @@ class _Problem:
         return step
 
     def objective(self, prior, log_d_sum):
-        return _objective(log_d_sum, prior, self.n_samples, self.concentration)
+        """Mean log-likelihood at ``prior`` (plus the MAP term) from its pass."""
+        value = log_d_sum / self.n_samples
+        if self.concentration != 0:
+            with np.errstate(divide="ignore"):
+                value += self.concentration * np.log(prior).sum() / self.n_samples
+        return float(value)
 
 
 def _solve_em(problem, start, max_iter, tol):
@@ -339,7 +357,8 @@ def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol)
     """Maximise the (MAP) likelihood of the prior with ``solver``.
 
     Returns ``(prior, n_iter, n_passes, converged, objective)``. ``proba`` is
-    used as it is (float32 or float64); the passes convert it block by block.
+    used as it is (float32 or float64, any namespace); the passes convert it
+    block by block.
     BLAS runs on one thread: the passes are memory-bound (see
     ``_kernels.single_blas_thread``).
     """
@@ -352,242 +371,151 @@ def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol)
     return prior, n_iter, problem.n_passes, converged, objective
 
 
-def bbse_from_frequencies(frequencies, confusion, projection="clip"):
-    """Solve ``C w = mu`` (least squares) and map ``w * q_held_out`` to a prior.
-
-    ``projection="clip"``: clip ``w >= 0`` and renormalise; the held-out prior
-    ``q_held_out = C.sum(axis=0)`` when every weight clips to 0.
-    ``projection="simplex"``: the Euclidean projection of ``w * q_held_out``
-    onto the simplex.
-    """
-    held_out_prior = confusion.sum(axis=0)
-    weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
-    if projection == "simplex":
-        return project_to_simplex(weights * held_out_prior)
-    prior = np.maximum(weights, 0.0) * held_out_prior
-    total = prior.sum()
-    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()
-
-
-def _ridge_weights(confusion, frequencies, lam):
-    """``argmin_{w >= 0} ||C w - mu||^2 + lam ||w - 1||^2``, exactly (NNLS).
-
-    The stacked system ``[C; sqrt(lam) I] w = [mu; sqrt(lam) 1]`` turns the
-    bound-constrained ridge problem into non-negative least squares, which
-    scipy's active-set solver (Lawson and Hanson) solves in finitely many steps.
-    """
-    if lam == 0:
-        return nnls(confusion, frequencies, maxiter=50 * confusion.shape[1])[0]
-    root = np.sqrt(lam)
-    n_classes = confusion.shape[1]
-    stacked = np.vstack([confusion, root * np.eye(n_classes)])
-    target = np.concatenate([frequencies, np.full(n_classes, root)])
-    return nnls(stacked, target, maxiter=50 * n_classes)[0]
+def _pass_numpy(proba, weights, blocks):
+    """``(sum_i p_i / D_i, sum_i log D_i)`` on NumPy, block by block."""
+    tiny = np.finfo(np.float64).tiny
+    log_d_sum = 0.0
+    column_sums_ = np.zeros(proba.shape[1])
+    # Both products on one block while it is in cache: one read of the data
+    # per pass, half the time of two whole-matrix products, and a float32
+    # input needs no float64 copy (the block is converted).
+    for block in blocks:
+        rows = proba[block].astype(np.float64, copy=False)
+        d = rows @ weights
+        # D_i = 0 only when row i lies on classes with prior 0 (the projected
+        # gradient can put some there): l = -inf, and the row points back in.
+        with np.errstate(divide="ignore"):
+            log_d_sum += np.log(d).sum()
+        column_sums_ += (1.0 / np.maximum(d, tiny)) @ rows
+    return column_sums_, log_d_sum
 
 
-def rlls_weights(frequencies, confusion, reg):
-    r"""Importance weights ``w = 1 + theta`` of RLLS (Azizzadenesheli et al., 2019).
+def _pass_xp(xp, proba, weights):
+    """:func:`_pass_numpy` on the device of ``proba`` (one Dask compute)."""
+    device = device_of(proba)
+    dtype = work_dtype(xp, device)
+    weights = from_host(xp, weights, device, dtype)
+    tiny = float(np.finfo(np.float64).tiny)
 
-    ``theta = argmin ||C theta - b||_2 + reg ||theta||_2`` subject to
-    ``theta >= -1``, with ``b = mu - C 1``; the norms are not squared.
+    def one_block(block):
+        rows = xp.astype(proba[block, :], dtype, copy=False)
+        d = rows @ weights
+        positive = d > 0
+        # log 0 = -inf, as on NumPy (without its warning)
+        log_d = xp.where(positive, xp.log(xp.where(positive, d, 1.0)), -xp.inf)
+        inv = 1.0 / xp.where(d > tiny, d, tiny)
+        return inv @ rows, xp.sum(log_d)
 
-    The problem is convex but not smooth (at ``theta = 0`` and wherever the
-    residual is 0), so it is not handed to a smooth solver. Its solution lies
-    on the path of the bound-constrained ridge problems
-    ``theta(lam) = argmin_{theta >= -1} ||C theta - b||^2 + lam ||theta||^2``:
-    dividing the ridge stationarity condition
-    ``2 C^T r + 2 lam theta - nu = 0`` (``r = C theta - b``, ``nu >= 0`` the
-    bound multipliers) by ``2 ||r||`` gives the RLLS one,
-    ``C^T r / ||r|| + reg theta / ||theta|| - nu' = 0``, exactly when
-    ``lam = reg ||r|| / ||theta||``. So the solution is ``theta(lam*)`` at a
-    root of the scalar equation ``lam ||theta(lam)|| / ||r(lam)|| = reg``,
-    found by Brent's method on ``log lam``; each ``theta(lam)`` is an exact
-    NNLS solve (``_ridge_weights``). The ends of the path are handled in
-    closed form:
-
-    - ``theta = 0`` (no shift) is optimal iff ``||C^T b|| <= reg ||b||`` (the
-      subgradient condition at 0, an interior point of the constraint);
-    - when the ratio stays at or above ``reg`` down to ``lam -> 0`` (in
-      particular ``reg = 0``, or a residual of 0 with ``reg`` below the
-      smallest singular value of ``C`` along the solution), the solution is the
-      constrained least-squares one, ``lam = 0`` (the ``lam -> 0`` limit,
-      the least-norm ``theta``, when ``C`` is singular).
-
-    Any root satisfies the optimality conditions of the convex problem, so no
-    monotonicity of the ratio is needed beyond a sign change, which the two
-    end cases guarantee.
-    """
-    n_classes = confusion.shape[1]
-    ones = np.ones(n_classes)
-    b = frequencies - confusion @ ones
-    b_norm = np.linalg.norm(b)
-    if b_norm == 0 or np.linalg.norm(confusion.T @ b) <= reg * b_norm:
-        return ones
-    scale = np.linalg.norm(confusion, 2) ** 2  # lam's natural unit
-    full_rank = np.linalg.matrix_rank(confusion) == n_classes
-
-    def gap(log_lam):
-        lam = np.exp(log_lam)
-        weights = _ridge_weights(confusion, frequencies, lam)
-        residual = np.linalg.norm(confusion @ weights - frequencies)
-        if residual == 0:
-            return np.inf
-        return lam * np.linalg.norm(weights - 1) / residual - reg
-
-    # Bracket a root by steps of e^2 outward from lam = ||C||^2, stopping at
-    # the first sign change: far out, theta = w - 1 (tiny for huge lam) and a
-    # residual of order lam (tiny lam) are lost to rounding.
-    middle = np.log(scale)
-    if gap(middle) < 0:
-        low, high = middle, middle + 2
-        while gap(high) < 0:  # the ratio tends to ||C^T b|| / ||b|| > reg
-            low, high = high, high + 2
-            if high > middle + 60:  # theta below rounding: no shift
-                return _ridge_weights(confusion, frequencies, np.exp(high))
-    else:
-        low, high = middle - 2, middle
-        while gap(low) >= 0:
-            low, high = low - 2, low
-            if low < middle - 30:  # the lam -> 0 end: least squares
-                lam = 0.0 if full_rank else np.exp(low)
-                return _ridge_weights(confusion, frequencies, lam)
-    root = brentq(gap, low, high, xtol=1e-14, rtol=4 * np.finfo(float).eps)
-    return _ridge_weights(confusion, frequencies, np.exp(root))
+    column_sums_, log_d_sum = sum_blocks(xp, *proba.shape, one_block)
+    return column_sums_.astype(np.float64), log_d_sum
 
 
-def joint_confusion(predicted, y_index, weights, n_classes):
-    """``P(predicted = i, true = j)``: weighted counts divided by their total."""
-    confusion = np.zeros((n_classes, n_classes))
-    np.add.at(confusion, (predicted, y_index), weights)
-    return confusion / confusion.sum()
-
-
-def rlls_auto_reg(confusion, n_samples, delta=RLLS_DELTA):
-    """``reg="auto"`` of RLLS: ``sigma_min(C) * sqrt(log(2 K / delta) / n)``.
-
-    ``n`` is the number of predictions behind the frequencies (the batch).
-    The paper's rate, ``sqrt(log(K / delta) / n)``, is scaled by the smallest
-    singular value of ``C`` because the penalty is compared with ``C^T u``
-    (``||u|| <= 1``) in the optimality conditions: in those units it does not
-    depend on the number of classes or on how imbalanced the held-out prior
-    is (see :func:`skprior.rlls_test_prior`).
-    """
-    n_classes = confusion.shape[0]
-    sigma_min = np.linalg.svd(confusion, compute_uv=False)[-1]
-    return float(sigma_min * np.sqrt(np.log(2 * n_classes / delta) / n_samples))
-
-
-def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
-    """The RLLS prior ``q_held_out * w`` renormalised (``reg`` may be "auto").
-
-    The held-out prior ``q_held_out = C.sum(axis=0)`` when every weight is 0.
-    """
-    if isinstance(reg, str):
-        reg = rlls_auto_reg(confusion, n_samples)
-    held_out_prior = confusion.sum(axis=0)
-    prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
-    total = prior.sum()
-    return prior / total if total > 0 else held_out_prior / held_out_prior.sum()
-
-
-# -- arrays of other libraries (the array API path) -----------------------------------
-
-
-class _XpProblem(_Problem):
-    """:class:`_Problem` on an array API array: the pass runs on its device.
-
-    The solvers are unchanged: they work on the host, on ``K``-vectors, and
-    each :meth:`evaluate` is one pass over the data on the device (one Dask
-    compute), whose two results cross back as a ``K``-vector and a scalar.
-    """
-
-    def __init__(self, xp, proba, train_prior, concentration, tol):
-        super().__init__(proba, train_prior, concentration, tol)
-        self.xp = xp
-        self.device = device_of(proba)
-        self.dtype = work_dtype(xp, self.device)
-
-    def evaluate(self, prior):
-        self.n_passes += 1
-        xp, dtype = self.xp, self.dtype
-        weights = from_host(xp, prior / self.train_prior, self.device, dtype)
-        tiny = float(np.finfo(np.float64).tiny)
-
-        def one_block(block):
-            rows = xp.astype(self.proba[block, :], dtype, copy=False)
-            d = rows @ weights
-            positive = d > 0
-            # log 0 = -inf, as on the NumPy path (without its warning)
-            log_d = xp.where(positive, xp.log(xp.where(positive, d, 1.0)), -xp.inf)
-            inv = 1.0 / xp.where(d > tiny, d, tiny)
-            return inv @ rows, xp.sum(log_d)
-
-        column_sums, log_d_sum = sum_blocks(xp, *self.proba.shape, one_block)
-        gradient = column_sums / self.train_prior / self.n_samples
-        return gradient.astype(np.float64), float(log_d_sum)
-
-
-def solve_prior_xp(xp, proba, train_prior, concentration, start, solver, max_iter, tol):
-    """:func:`solve_prior` for an array API array: passes on its device."""
-    problem = _XpProblem(xp, proba, train_prior, concentration, tol)
-    prior, n_iter, converged, log_d = _SOLVERS[solver](problem, start, max_iter, tol)
-    objective = problem.objective(prior, log_d)
-    return prior, n_iter, problem.n_passes, converged, objective
-
-
-def stranded_rows_xp(xp, proba, support):
+def stranded_rows(proba, support):
     """Number and first index of the rows with no mass on ``support`` (a mask)."""
-    mask = from_host(xp, support.astype(np.float64), device_of(proba), proba.dtype)
+    xp, _ = get_namespace(proba)
+    mask = from_host(xp, support.astype(np.float64), device(proba), proba.dtype)
     empty = ~(proba @ mask > 0)
-    (count,) = to_host(xp, xp.sum(xp.astype(empty, xp.int64)))
+    (count,) = fetch(xp, xp.sum(xp.astype(empty, xp.int64)))
     if count == 0:
         return 0, None
-    (empty,) = to_host(xp, empty)
+    (empty,) = fetch(xp, empty)
     return int(count), int(np.flatnonzero(empty)[0])
 
 
-def reweight_xp(xp, proba, train_prior, test_prior):
-    """:func:`reweight` on an array API array (a lazy map for Dask).
+def weighted_counts(index, weights, n_bins):
+    """``sum_i weights_i [index_i = b]`` for ``b < n_bins``, a host float64 vector.
 
-    Block by block in the working dtype, returned in the dtype of ``proba``.
+    ``index`` and ``weights`` are arrays of one namespace (``weights`` may be
+    None: counts); on NumPy a ``bincount``, elsewhere one-hot sums by row
+    block (one Dask compute).
     """
-    device = device_of(proba)
-    dtype = work_dtype(xp, device)
-    weights = from_host(xp, test_prior / train_prior, device, dtype)
-    fallback = from_host(xp, test_prior, device, dtype)
+    xp, is_numpy = get_namespace(index)
+    if is_numpy:
+        return np.bincount(index, weights=weights, minlength=n_bins).astype(float)
+    bins = xp.arange(n_bins, device=device_of(index))
 
     def one_block(block):
-        out = xp.astype(proba[block, :], dtype) * weights
-        total = xp.sum(out, axis=1)
-        empty = ~(total > 0)
-        out = out * (1.0 / xp.where(empty, 1.0, total))[:, None]
-        out = xp.where(empty[:, None], fallback[None, :], out)
-        return xp.astype(out, proba.dtype, copy=False)
+        hits = index[block, None] == bins[None, :]
+        chosen = hits if weights is None else xp.where(hits, weights[block, None], 0)
+        return (xp.sum(xp.astype(chosen, xp.float64), axis=0),)
 
-    return map_blocks(xp, *proba.shape, one_block)
+    (counts,) = sum_blocks(xp, index.shape[0], n_bins, one_block)
+    return np.asarray(counts, dtype=np.float64)
 
 
-def predicted_frequencies_xp(xp, proba):
-    """Frequency of each class as the argmax of a row (a host ``K``-vector)."""
-    n_samples, n_classes = proba.shape
-    classes = xp.arange(n_classes, device=device_of(proba))
+def predicted_counts(proba):
+    """How often each class is the argmax of a row (a host ``K``-vector)."""
+    xp, _ = get_namespace(proba)
+    return weighted_counts(xp.argmax(proba, axis=1), None, proba.shape[1])
 
-    def one_block(block):
-        predicted = xp.argmax(proba[block, :], axis=1)
-        hits = xp.astype(predicted[:, None] == classes[None, :], xp.int64)
-        return (xp.sum(hits, axis=0),)
 
-    (counts,) = sum_blocks(xp, n_samples, n_classes, one_block)
-    return counts / n_samples
+def joint_confusion(proba, y_index, weights):
+    """``P(predicted = i, true = j)``: weighted counts divided by their total."""
+    xp, _ = get_namespace(proba)
+    n_classes = proba.shape[1]
+    cells = xp.argmax(proba, axis=1) * n_classes + y_index
+    counts = weighted_counts(cells, weights, n_classes**2)
+    return counts.reshape(n_classes, n_classes) / counts.sum()
+
+
+def responsibility_sums(proba, train_prior, prior):
+    r"""``sum_i r_ik`` with the E-step ``r_ik = p_ik (pi_k/q_k) / D_i``.
+
+    ``D_i = sum_k p_ik pi_k / q_k``; computed as two matrix-vector products,
+    ``w_k sum_i p_ik / D_i`` with ``w = pi / q``, without an n x K temporary.
+    A row with ``D_i = 0`` (all its mass on classes with ``pi_k = 0``) carries
+    no usable evidence and counts as ``pi`` itself, as in Bayes' rule.
+    ``proba`` is in the working dtype of its namespace; a host vector comes back.
+    """
+    xp, _ = get_namespace(proba)
+    weights = prior / train_prior
+    d = proba @ from_host(xp, weights, device(proba), proba.dtype)
+    empty = ~(d > 0)
+    inverse = xp.where(empty, 0.0, 1.0 / xp.where(empty, 1.0, d))
+    sums, n_empty = fetch(xp, inverse @ proba, xp.sum(xp.astype(empty, xp.int64)))
+    return weights * sums + n_empty * prior
+
+
+def posterior_sums(proba):
+    """Column sums of ``proba`` as a float64 host vector (one Dask compute)."""
+    xp, is_numpy = get_namespace(proba)
+    if is_numpy:
+        return column_sums(proba)
+    work = xp.astype(proba, work_dtype(xp, device_of(proba)))
+    (sums,) = to_host(xp, xp.sum(work, axis=0))
+    return np.asarray(sums, dtype=np.float64)
 
 
 def mean_posterior(proba):
-    """Column means of ``proba`` as a float64 NumPy vector, in its namespace.
+    """Column means of ``proba`` as a float64 host vector."""
+    return posterior_sums(proba) / proba.shape[0]
 
-    (On Dask one reduction: a compute of its own.)
+
+def fetch(xp, *arrays):
+    """:func:`to_host`, with no need of array-api-compat for NumPy results."""
+    if all(isinstance(array, (np.ndarray, np.generic)) for array in arrays):
+        return arrays
+    return to_host(xp, *arrays)
+
+
+def device(array):
+    """The device of ``array`` (NumPy's needs no array-api-compat)."""
+    return "cpu" if isinstance(array, np.ndarray) else device_of(array)
+
+
+def host(value):
+    """``value`` on the host: a foreign array crosses once; anything else stays."""
+    xp = namespace_of(value)
+    return value if xp is None else to_host(xp, value)[0]
+
+
+def like(values, array):
+    """The host vector ``values`` in the namespace and on the device of ``array``.
+
+    A copy on NumPy (state is never handed out); float64 as on NumPy (float32
+    on a device without it).
     """
-    xp = namespace_of(proba)
-    if xp is None:
-        return column_sums(proba) / proba.shape[0]
-    (sums,) = to_host(xp, xp.sum(proba, axis=0))
-    return np.asarray(sums, dtype=np.float64) / proba.shape[0]
+    xp, is_numpy = get_namespace(array)
+    if is_numpy:
+        return np.array(values, dtype=np.float64)
+    return result_array(xp, values, array)

@@ -17,20 +17,23 @@ The last two consume a per-batch estimate :math:`s_t` of :math:`\pi_t` (the
 unsupervised reduction of Baby et al.: tracking :math:`\pi_t` is on-line
 regression on :math:`s_1, s_2, \dots` with the squared loss).
 :class:`~skprior.PriorAdaptedClassifier` calls them from ``update_prior``.
+They take arrays of any array API namespace (posteriors stay on their device;
+the state is ``K``-vectors on the host) and give ``prior_`` in the namespace
+of the latest input.
 """
-
-from numbers import Integral, Real
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from skprior._utils._array_api import get_namespace, is_dask, logsumexp, work_dtype
+from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_FLH_LEARNING_RATE,
     DEFAULT_MAX_ITER,
     DEFAULT_STREAM_BUDGET,
     DEFAULT_TOL,
-    SOLVERS,
 )
+from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import (
     as_numeric,
     check_prior,
@@ -39,28 +42,20 @@ from skprior._utils._validation import (
     prior_length,
     warn_user,
 )
-from skprior.label_shift._solvers import project_to_simplex, solve_prior
-from skprior.label_shift._stream_solvers import flh_lifetime, responsibility_sums
-
-
-def _check_number(value, name, low, *, integral=False, low_closed=True):
-    kind = Integral if integral else Real
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kind)
-        or not np.isfinite(value)
-        or value < low
-        or (value == low and not low_closed)
-    ):
-        bound = f">= {low}" if low_closed else f"> {low}"
-        what = "an integer" if integral else "a finite number"
-        raise ValueError(f"{name} must be {what} {bound}, got {value!r}.")
-    return value
+from skprior._utils._validation_xp import check_proba_xp
+from skprior.label_shift._solvers import (
+    device,
+    host,
+    like,
+    project_to_simplex,
+    responsibility_sums,
+    solve_prior,
+)
 
 
 def _check_estimate(estimate, n_classes):
     """A per-batch estimate: finite, one entry per class (negatives allowed)."""
-    arr = np.array(as_numeric(estimate, "estimate", f"({n_classes},)"), dtype=float)
+    arr = np.array(as_numeric(host(estimate), "estimate", f"({n_classes},)"), float)
     # (a prior estimate is of order 1, even an unclipped BBSE one; entries of
     # 1e6 and more are a bug upstream, and overflow the simplex projection)
     if arr.shape != (n_classes,) or not np.all(np.abs(arr) < 1e6):
@@ -72,6 +67,11 @@ def _check_estimate(estimate, n_classes):
             f"estimate (for example bbse or estimate_test_prior(...).prior)."
         )
     return arr
+
+
+def _start(start):
+    """A tracker's starting prediction, checked, on the host."""
+    return check_prior(host(start), prior_length(host(start), "start"), name="start")
 
 
 class CumulativePrior:
@@ -129,7 +129,8 @@ class CumulativePrior:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The estimate from every row given so far (``train_prior`` before any).
+        The estimate from every row given so far (``train_prior`` before any),
+        float64, in the array namespace and on the device of the last batch.
     n_seen_ : int
         Number of rows given.
     n_folded_ : int
@@ -186,6 +187,11 @@ class CumulativePrior:
     array([0.68, 0.32])
     """
 
+    @validate_params(
+        constraints(budget="stream_budget", dirichlet_alpha="dirichlet_alpha")
+        | constraints(solver="solver", max_iter="max_iter", tol="tol"),
+        prefer_skip_nested_validation=True,
+    )
     def __init__(
         self,
         train_prior,
@@ -196,25 +202,19 @@ class CumulativePrior:
         max_iter=DEFAULT_MAX_ITER,
         tol=DEFAULT_TOL,
     ):
-        self.train_prior = check_train_prior(
-            train_prior, prior_length(train_prior, "train_prior")
-        )
-        self.budget = _check_number(budget, "budget", 0, integral=True)
-        self.dirichlet_alpha = _check_number(dirichlet_alpha, "dirichlet_alpha", 1)
-        if solver not in SOLVERS:
-            raise ValueError(
-                f"solver must be one of {', '.join(map(repr, SOLVERS))}, got "
-                f"{solver!r}; 'squarem' (the default) is the fastest."
-            )
+        given = host(train_prior)
+        self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
+        self.budget = budget
+        self.dirichlet_alpha = dirichlet_alpha
         self.solver = solver
-        self.max_iter = _check_number(max_iter, "max_iter", 1, integral=True)
-        self.tol = _check_number(tol, "tol", 0, low_closed=False)
-        n_classes = len(self.train_prior)
-        self.prior_ = self.train_prior.copy()
+        self.max_iter = max_iter
+        self.tol = tol
+        self._prior = self.train_prior.copy()
+        self.prior_ = like(self._prior, train_prior)
         self.n_seen_ = 0
         self.n_folded_ = 0
-        self._window = np.empty((0, n_classes))
-        self._folded = np.zeros(n_classes)  # S: frozen responsibility sums
+        self._window = None  # the last rows, in the namespace of the batches
+        self._folded = np.zeros(len(self.train_prior))  # S: frozen sums
 
     def update(self, proba):
         """Add a batch of posteriors to the estimate.
@@ -235,20 +235,23 @@ class CumulativePrior:
             When the MLE (``dirichlet_alpha=1``) comes from fewer rows than
             classes: it is mostly noise, near a vertex of the simplex.
         """
-        proba = check_proba(proba)
+        xp, is_numpy = get_namespace(proba)
+        proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
         n_classes = len(self.train_prior)
         if proba.shape[1] != n_classes:
             raise ValueError(
                 f"proba has {proba.shape[1]} columns but train_prior has "
                 f"{n_classes} classes; give one column per class."
             )
-        rows = np.concatenate([self._window, proba.astype(np.float64)])
+        rows = xp.astype(proba, work_dtype(xp, device(proba)))
+        if self._window is not None:
+            rows = xp.concat([self._window, rows], axis=0)
         self.n_seen_ += proba.shape[0]
         concentration = self.dirichlet_alpha - 1.0
         if self.n_folded_ == 0:
             # Start halfway to the training prior: near the last estimate, and
             # with no class at or near 0, where EM moves a class slowly.
-            start = 0.5 * (self.prior_ + self.train_prior)
+            start = 0.5 * (self._prior + self.train_prior)
             prior, *_, converged, _ = solve_prior(
                 rows,
                 self.train_prior,
@@ -266,17 +269,17 @@ class CumulativePrior:
                     f"solver='squarem'.",
                     ConvergenceWarning,
                 )
-            self.prior_ = prior
+            self._prior = prior
         else:
             # The E-step from a point 1% of the way to the training prior: a
             # class the estimate has driven to 0 gets its rows' mass back when
             # they come (from pi_k = 0 exactly, EM cannot move it back up).
-            start = 0.99 * self.prior_ + 0.01 * self.train_prior
+            start = 0.99 * self._prior + 0.01 * self.train_prior
             counts = self._folded + responsibility_sums(rows, self.train_prior, start)
             updated = (counts + concentration) / (
                 self.n_seen_ + n_classes * concentration
             )
-            self.prior_ = updated / updated.sum()
+            self._prior = updated / updated.sum()
         if self.n_seen_ < n_classes and concentration == 0:
             # (either branch: with a budget below the number of classes the
             # on-line step runs on such a stream too)
@@ -291,11 +294,13 @@ class CumulativePrior:
         leaving = rows.shape[0] - self.budget
         if leaving > 0:
             self._folded = self._folded + responsibility_sums(
-                rows[:leaving], self.train_prior, self.prior_
+                rows[:leaving, :], self.train_prior, self._prior
             )
             self.n_folded_ += leaving
-            rows = rows[leaving:]
-        self._window = rows
+            rows = rows[leaving:, :]
+        # (a Dask window is computed once, so that its graph does not grow)
+        self._window = rows.persist() if is_dask(xp) else rows
+        self.prior_ = like(self._prior, proba)
         return self
 
 
@@ -319,7 +324,8 @@ class FollowTheHistory:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch.
+        The prediction for the next batch, float64, in the array namespace and
+        on the device of the last estimate (of ``start`` before any).
     n_updates_ : int
         Number of estimates given.
 
@@ -341,8 +347,8 @@ class FollowTheHistory:
     """
 
     def __init__(self, start):
-        self.start = check_prior(start, prior_length(start, "start"), name="start")
-        self.prior_ = self.start.copy()
+        self.start = _start(start)
+        self.prior_ = like(self.start, start)
         self.n_updates_ = 0
         self._sum = np.zeros(len(self.start))
 
@@ -359,10 +365,9 @@ class FollowTheHistory:
         -------
         self : FollowTheHistory
         """
-        estimate = _check_estimate(estimate, len(self.start))
-        self._sum = self._sum + estimate
+        self._sum = self._sum + _check_estimate(estimate, len(self.start))
         self.n_updates_ += 1
-        self.prior_ = project_to_simplex(self._sum / self.n_updates_)
+        self.prior_ = like(project_to_simplex(self._sum / self.n_updates_), estimate)
         return self
 
 
@@ -409,7 +414,8 @@ class FLHFTL:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch.
+        The prediction for the next batch, float64, in the array namespace and
+        on the device of the last estimate (of ``start`` before any).
     n_updates_ : int
         Number of estimates given.
     n_experts_ : int
@@ -442,20 +448,19 @@ class FLHFTL:
     True
     """
 
+    @validate_params(
+        {**constraints(learning_rate="learning_rate"), "pruning": ["boolean"]},
+        prefer_skip_nested_validation=True,
+    )
     def __init__(self, start, *, learning_rate=DEFAULT_FLH_LEARNING_RATE, pruning=True):
-        self.start = check_prior(start, prior_length(start, "start"), name="start")
-        self.learning_rate = _check_number(
-            learning_rate, "learning_rate", 0, low_closed=False
-        )
-        if not isinstance(pruning, (bool, np.bool_)):
-            raise ValueError(f"pruning must be True or False, got {pruning!r}.")
+        self.start = _start(start)
+        self.learning_rate = learning_rate
         self.pruning = bool(pruning)
         n_classes = len(self.start)
-        self.prior_ = self.start.copy()
+        self.prior_ = like(self.start, start)
         self.n_updates_ = 0
         self._starts = np.zeros(0, dtype=np.int64)
-        self._sums = np.zeros((0, n_classes))
-        self._counts = np.zeros(0)
+        self._sums = np.zeros((0, n_classes))  # (expert j has t - j + 1 estimates)
         self._log_weights = np.zeros(0)
 
     @property
@@ -474,35 +479,32 @@ class FLHFTL:
         -------
         self : FLHFTL
         """
-        estimate = _check_estimate(estimate, len(self.start))
+        given, estimate = estimate, _check_estimate(estimate, len(self.start))
         self.n_updates_ += 1
         t = self.n_updates_
         log_weights = self._log_weights
         if self._starts.size:
-            means = self._sums / self._counts[:, None]
+            means = self._sums / (t - self._starts)[:, None]
             losses = ((means - estimate) ** 2).sum(axis=1)
             log_weights = log_weights - self.learning_rate * losses
-            log_weights = log_weights - _log_sum_exp(log_weights)
+            log_weights = log_weights - logsumexp(np, log_weights, axis=0)
             log_weights = log_weights + np.log1p(-1.0 / t)
         self._starts = np.append(self._starts, t)
         self._sums = np.vstack([self._sums + estimate, estimate])
-        self._counts = np.append(self._counts + 1, 1.0)
         log_weights = np.append(log_weights, -np.log(t))
         if self.pruning:
-            lifetimes = np.array([flh_lifetime(int(j)) for j in self._starts])
+            # The expert started at j = r 2^k (r odd) lives 2^(k+2) + 1 steps
+            # (Hazan and Seshadhri): O(log t) stay alive, and every interval
+            # [s, t] holds the start of an alive one in its first half.
+            # (j & -j is 2^k, the lowest set bit of j.)
+            lifetimes = 4 * (self._starts & -self._starts) + 1
             alive = t < self._starts + lifetimes
             alive[-1] = True
             self._starts = self._starts[alive]
             self._sums = self._sums[alive]
-            self._counts = self._counts[alive]
             log_weights = log_weights[alive]
-        self._log_weights = log_weights - _log_sum_exp(log_weights)
+        self._log_weights = log_weights - logsumexp(np, log_weights, axis=0)
         weights = np.exp(self._log_weights)
-        means = self._sums / self._counts[:, None]
-        self.prior_ = project_to_simplex(weights @ means)
+        means = self._sums / (t + 1 - self._starts)[:, None]
+        self.prior_ = like(project_to_simplex(weights @ means), given)
         return self
-
-
-def _log_sum_exp(values):
-    top = values.max()
-    return top + np.log(np.exp(values - top).sum())

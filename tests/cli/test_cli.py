@@ -385,7 +385,9 @@ def test_adapt_leaves_a_batch_without_shift_alone(files, tmp_path, capsys):
         capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
         "--shift-level", "0",
     )  # fmt: skip
-    assert code == 2 and "--shift-level must be in (0, 1]" in stderr
+    assert (
+        code == 2 and "--shift-level must be a float in the range (0.0, 1.0]" in stderr
+    )
     # (the estimate is not run on a batch left alone; its options are checked)
     for bad, message in [("--tol", "--tol must be"), ("--max-iter", "--max-iter must")]:
         code, _, stderr = run(

@@ -350,7 +350,7 @@ BAD_OPTIONS = [
      ["--val-outputs is used only with --method mle or map or bbse",
       "Drop --val-outputs"]),
     (["adapt", "good.npy", "--prior", PRIOR, "--shift-level", "0"],
-     ["--shift-level must be in (0, 1]"]),
+     ["--shift-level must be a float in the range (0.0, 1.0]"]),
     (["adapt", "good.npy", "--prior", PRIOR, "--method", "bbse", "--val-outputs",
       "nine_classes.npy", "--val-labels", "labels.npy"],
      ["--val-outputs nine_classes.npy has 9 classes"]),

@@ -143,7 +143,7 @@ def random_problem(rng, k):
 
 def test_rlls_equals_enumeration_reference():
     """RLLS's weights equal the brute-force reference to 1e-8, in every regime."""
-    from skprior.label_shift._solvers import rlls_weights
+    from skprior.label_shift._confusion import rlls_weights
 
     rng = np.random.default_rng(0)
     regimes = set()
@@ -167,7 +167,7 @@ def test_rlls_equals_enumeration_reference():
 
 def test_rlls_is_optimal_by_the_dual_on_real_outputs(cifar10):
     """On CIFAR-10 outputs RLLS's objective meets a dual lower bound to 1e-9."""
-    from skprior.label_shift._solvers import rlls_weights
+    from skprior.label_shift._confusion import rlls_weights
 
     proba, labels = cifar10
     confusion = joint_confusion_matrix(proba[:5000], labels[:5000])
@@ -192,7 +192,7 @@ def test_rlls_is_optimal_by_the_dual_on_real_outputs(cifar10):
 
 def test_rlls_reg_zero_is_bounded_least_squares():
     """reg = 0: least squares under w >= 0 (scipy's bounded least squares)."""
-    from skprior.label_shift._solvers import rlls_weights
+    from skprior.label_shift._confusion import rlls_weights
 
     rng = np.random.default_rng(1)
     for k in (2, 3, 5, 8):

@@ -145,7 +145,7 @@ def test_cumulative_is_as_good_as_the_batch_mle_on_a_stationary_stream(cifar100,
 
 
 def _state_arrays(wrapper):
-    tracker = wrapper._stream_tracker
+    tracker = wrapper._stream.tracker
     return {k: v.shape for k, v in vars(tracker).items() if isinstance(v, np.ndarray)}
 
 
@@ -170,7 +170,7 @@ def test_state_does_not_grow_with_the_stream(blob_wrapper, online):
     if online != "flh-ftl":
         assert shapes[2000] == shapes[200]
     else:  # O(log t) experts
-        assert wrapper._stream_tracker.n_experts_ <= 3 * np.log2(2000) + 3
+        assert wrapper._stream.tracker.n_experts_ <= 3 * np.log2(2000) + 3
 
 
 def test_follow_the_history_is_the_projected_mean():

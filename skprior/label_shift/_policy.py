@@ -1,30 +1,29 @@
-"""A test of "no label shift", run before adapting a batch to its estimated prior.
+"""The policy of adapting a batch: test for shift, then estimate, then adjust.
 
 Adapting when nothing changed costs accuracy and log loss: the estimated prior
 carries the sampling noise of the batch, and with a weak or class-wise
 miscalibrated model the maximum-likelihood estimate can drive most classes to
 ~0 on data with no shift at all. :func:`label_shift_test` asks first whether
 the batch's mean posterior differs from the one seen without shift by more
-than its sampling noise; :class:`~skprior.PriorAdaptedClassifier` and the
-command line adapt only the batches where it does. The numerics are in
-``_shift_solvers.py``.
+than its sampling noise; :func:`shift_gated_prior`, the one place where that
+decision is made, estimates the prior only when it does, for both
+:class:`~skprior.PriorAdaptedClassifier` and ``skprior adapt``. The numerics
+are in ``_shift_solvers.py``.
 """
 
 import dataclasses
 
 import numpy as np
 
+from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
-from skprior._utils._kernels import column_sums
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import (
-    check_prior,
-    check_proba,
-    warn_user,
-)
+from skprior._utils._validation import check_prior, check_proba, warn_user
 from skprior._utils._validation_labels import check_sample_weight
+from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments
+from skprior.label_shift._solvers import host, mean_posterior
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,42 +158,92 @@ def label_shift_test(
     >>> label_shift_test(skewed, reference).shifted
     True
     """
-    proba = check_proba(proba)
-    n_rows, n_classes = proba.shape
-    batch_mean = column_sums(proba) / n_rows
-    reference = np.asarray(reference)
-    if reference.ndim == 1:
+    xp, is_numpy = get_namespace(proba)
+    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    n_classes = proba.shape[1]
+    if (reference.ndim if hasattr(reference, "ndim") else np.ndim(reference)) == 1:
         if sample_weight is not None:
             raise ValueError(
                 "sample_weight weighs the rows of a two-dimensional reference; "
                 "with a prior as reference there are none. Drop sample_weight."
             )
-        expected = check_prior(reference, n_classes, name="reference")
-        if n_rows <= n_classes:
-            warn_user(
-                f"label_shift_test with a prior as reference estimates the "
-                f"posteriors' covariance from the batch, which needs more rows "
-                f"than classes ({n_rows} rows for {n_classes} classes): the "
-                f"test is not run and the batch is not declared shifted. Pass "
-                f"the model's posteriors on data without shift as reference."
-            )
-            return ShiftTest(float("nan"), float("nan"), 0, False)
-        _, covariance, _ = weighted_moments(proba)
-        null = NoShiftReference(expected, covariance, n_rows, np.inf)
-    else:
-        reference = check_proba(reference, name="reference")
-        if reference.shape[1] != n_classes:
-            raise ValueError(
-                f"reference has {reference.shape[1]} classes and proba "
-                f"{n_classes}: pass the same model's posteriors, with the "
-                f"classes in the same columns."
-            )
-        weights = check_sample_weight(sample_weight, reference.shape[0])
-        null = NoShiftReference.from_proba(reference, weights)
-    statistic, pvalue, dof = null.test(batch_mean, n_rows)
-    return ShiftTest(
-        statistic=statistic,
-        pvalue=pvalue,
-        dof=dof,
-        shifted=bool(pvalue <= level),
+        reference = check_prior(host(reference), n_classes, name="reference")
+        return ShiftGate(reference).test(proba, level)
+    xp, is_numpy = get_namespace(reference)
+    reference = (
+        check_proba(reference, name="reference")
+        if is_numpy
+        else check_proba_xp(xp, reference, name="reference")
     )
+    if reference.shape[1] != n_classes:
+        raise ValueError(
+            f"reference has {reference.shape[1]} classes and proba "
+            f"{n_classes}: pass the same model's posteriors, with the "
+            f"classes in the same columns."
+        )
+    weights = check_sample_weight(host(sample_weight), reference.shape[0])
+    return ShiftGate(reference, weights).test(proba, level)
+
+
+class ShiftGate:
+    """What a batch is tested against before it is adapted.
+
+    ``reference``: the model's checked posteriors on data without shift (any
+    namespace; their weighted mean and covariance are kept), or a checked
+    prior, when the batch's own covariance is used and a rejection cannot
+    tell a shift from a miscalibrated model (``conclusive`` is False).
+    """
+
+    def __init__(self, reference, weights=None):
+        self.conclusive = reference.ndim == 2
+        self.expected = reference
+        self.reference = None
+        if self.conclusive:
+            self.reference = NoShiftReference.from_proba(reference, weights)
+
+    def test(self, proba, level):
+        """The :class:`ShiftTest` of the checked batch ``proba`` at ``level``."""
+        n_rows, n_classes = proba.shape
+        null = self.reference
+        if null is None:
+            if n_rows <= n_classes:
+                warn_user(
+                    f"label_shift_test with a prior as reference estimates the "
+                    f"posteriors' covariance from the batch, which needs more "
+                    f"rows than classes ({n_rows} rows for {n_classes} classes): "
+                    f"the test is not run and the batch is not declared shifted. "
+                    f"Pass the model's posteriors on data without shift as "
+                    f"reference."
+                )
+                return ShiftTest(float("nan"), float("nan"), 0, False)
+            _, covariance, _ = weighted_moments(proba)
+            null = NoShiftReference(self.expected, covariance, n_rows, np.inf)
+        statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
+        return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
+
+
+@validate_params(
+    constraints(shift_level="optional_shift_level"), prefer_skip_nested_validation=True
+)
+def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):
+    """The prior to adjust a batch to: test for shift, then estimate.
+
+    ``proba`` is the checked batch, ``estimate(proba)`` the method's estimate
+    of its prior (a host vector) and ``gate`` a :class:`ShiftGate`. With
+    ``shift_level=None`` every batch is estimated and no test is run;
+    otherwise a batch is estimated only when the test rejects "no shift" at
+    ``shift_level`` against a conclusive reference, and keeps
+    ``train_prior`` (its posteriors unchanged) else.
+
+    Returns
+    -------
+    prior : ndarray of shape (n_classes,)
+        The test prior, on the host.
+    shift : ShiftTest or None
+        The test (None when not run).
+    """
+    if shift_level is None:
+        return estimate(proba), None
+    shift = gate.test(proba, shift_level)
+    adapt = shift.shifted and gate.conclusive
+    return (estimate(proba) if adapt else train_prior), shift

@@ -1,0 +1,129 @@
+"""The stream state of :class:`~skprior.PriorAdaptedClassifier`, in one object.
+
+What ``update_prior`` keeps between batches: the tracker of the prior (or, for
+BBSE and RLLS with ``online="cumulative"``, the counts of the predictions),
+the monitor that says when the stream has left the ``fit`` data, and the
+counters. The wrapper holds one :class:`StreamState` and builds a new one on
+``reset_prior``; the state lives on the host (``K``-vectors), the batches in
+their own namespace.
+"""
+
+import warnings
+
+import numpy as np
+
+from skprior._utils._options import DEFAULT_BBSE_PROJECTION
+from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
+from skprior.label_shift._shift_solvers import StreamShiftMonitor
+from skprior.label_shift._solvers import host, posterior_sums, predicted_counts
+from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
+
+
+class StreamState:
+    """The on-line estimate of a wrapper's stream since ``fit`` or ``reset_prior``.
+
+    ``prior`` is the estimate (host float64), ``n_seen`` the rows behind it
+    and ``shifted`` whether the stream was found shifted from the ``fit``
+    data. Built from the fitted wrapper ``est``, whose parameters it records
+    (``params``) to refuse a later change.
+    """
+
+    def __init__(self, est):
+        method, n_classes = est.method, len(est.classes_)
+        self.params = est._online_params()
+        self.start = est.test_prior_ if method == "known" else est.train_prior_
+        self.prior = self.start.copy()
+        self.n_seen = 0
+        self.shifted = method == "known" or est.shift_level is None
+        self.monitor = (
+            None
+            if self.shifted
+            else StreamShiftMonitor(est._no_shift.reference, n_classes)
+        )
+        self.counts = self.tracker = None
+        if method == "known":
+            return
+        if est.online == "cumulative" and method in ("bbse", "rlls"):
+            self.counts = np.zeros(n_classes)
+        elif est.online == "cumulative":
+            self.tracker = CumulativePrior(
+                est.train_prior_,
+                budget=est.online_budget,
+                dirichlet_alpha=est.dirichlet_alpha if method == "map" else 1.0,
+                solver=est.solver,
+                max_iter=est.max_iter,
+                tol=est.tol,
+            )
+        elif est.online == "fth":
+            self.tracker = FollowTheHistory(self.start)
+        else:
+            self.tracker = FLHFTL(self.start, learning_rate=est.online_learning_rate)
+        if method == "bbse" and est.online != "cumulative":
+            # K x K, computed once per stream: each batch then costs a product.
+            self.bbse_inverse = np.linalg.pinv(est.confusion_)
+
+    def update(self, est, proba):
+        """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``."""
+        n_rows = proba.shape[0]
+        self.n_seen += n_rows
+        if not self.shifted and est.shift_level is None:
+            self.shifted = True  # (set to None after the stream began)
+        elif not self.shifted:
+            # The test of predict_proba, on the stream so far and on its
+            # latest segment: a stream without shift is not adapted (a
+            # miscalibrated model's estimate drifts away from the prior with
+            # no shift at all).
+            found = self.monitor.update(posterior_sums(proba), n_rows, est.shift_level)
+            if found == "recent":
+                # The shift began after the rows before the latest segment,
+                # which look calm: the estimate starts again from this batch,
+                # as reset_prior() then update_prior(X) would, so that it does
+                # not average the calm stretch in.
+                self.__init__(est)
+                self.n_seen = n_rows
+            self.shifted = found is not None
+        if self.counts is not None:
+            self.counts = self.counts + predicted_counts(proba)
+            self.prior = confusion_prior(est, self.counts)
+        elif isinstance(self.tracker, CumulativePrior):
+            with warnings.catch_warnings():
+                if not self.shifted:
+                    # (predict_proba_online keeps the training prior until
+                    # the stream is found shifted: a noisy estimate is unused)
+                    warnings.filterwarnings(
+                        "ignore", "The stream's prior", category=UserWarning
+                    )
+                self.prior = host(self.tracker.update(proba).prior_)
+        elif self.tracker is not None:
+            estimate = self._batch_estimate(est, proba)
+            self.prior = host(self.tracker.update(estimate).prior_)
+
+    def _batch_estimate(self, est, proba):
+        """``s_t`` of the drift trackers: the method's estimate of one batch.
+
+        For ``"bbse"`` the unclipped, unbiased ``C_cond^{-1} mu_t``: with the
+        joint confusion ``C = C_cond diag(q)``, ``C_cond^{-1} mu =
+        q * (C^{-1} mu)``, which may be negative (averaging clipped estimates
+        would be biased); for ``"rlls"`` the batch's RLLS estimate
+        (regularised, so biased towards the held-out prior).
+        """
+        if est.method != "bbse":
+            return (
+                est._prior_of(proba)
+                if est.method == "rlls"
+                else est._batch_prior(proba)
+            )
+        frequencies = predicted_counts(proba) / proba.shape[0]
+        return (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
+
+
+def confusion_prior(est, counts):
+    """BBSE or RLLS of the wrapper ``est`` from the counts of hard predictions."""
+    total = counts.sum()
+    if est.method == "rlls":
+        return rlls_from_frequencies(
+            counts / total, est.confusion_, est.rlls_reg, total
+        )
+    return bbse_from_frequencies(
+        counts / total, est.confusion_, DEFAULT_BBSE_PROJECTION
+    )
