@@ -531,27 +531,3 @@ def resolve_k(k, n_classes, kind):
             f"{hint if n_classes == 2 else ''}."
         )
     return int(k)
-
-
-# -- the names of the former array API mirrors (removed at integration) ---------------
-
-
-def check_proba_xp(xp, proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX):
-    """Deprecated internal alias: :func:`check_proba` (``xp`` is not needed)."""
-    return check_proba(proba, name=name, min_classes=min_classes, logits_fix=logits_fix)
-
-
-def check_proba_lazy(xp, proba, *, name="proba"):
-    """Deprecated internal alias: :func:`check_proba` with ``lazy=True``."""
-    return check_proba(proba, name=name, lazy=True)
-
-
-def check_logits_xp(xp, logits, *, name="logits", warn_probabilities=False):
-    """Deprecated internal alias: :func:`check_logits` (which warns itself)."""
-    z, _ = check_logits(logits, name, False, warn_probabilities=warn_probabilities)
-    return z, False  # (the warning, if any, is given already)
-
-
-def check_logits_lazy(xp, logits, *, name="logits"):
-    """Deprecated internal alias: :func:`check_logits` with ``lazy=True``."""
-    return check_logits(logits, name, False, lazy=True)[0]

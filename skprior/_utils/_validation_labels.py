@@ -306,16 +306,3 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
     if not is_numpy:
         y_index = xp.astype(per_row(xp, y_index, proba), xp.int64)
     return y_index, proba, weights
-
-
-# -- the names of the former array API mirrors (removed at integration) ---------------
-
-
-def check_class_indices_xp(xp, y, like, n_classes, *, name="logits"):
-    """Deprecated internal alias: :func:`check_class_indices` with ``like``."""
-    return check_class_indices(y, like.shape[0], n_classes, name=name, like=like)
-
-
-def check_sample_weight_xp(xp, sample_weight, like, *, name="sample_weight"):
-    """Deprecated internal alias: :func:`check_sample_weight` with ``like``."""
-    return check_sample_weight(sample_weight, like.shape[0], name=name, like=like)

@@ -24,7 +24,6 @@ from skprior._utils._validation import (
     check_logits,
     warn_user,
 )
-from skprior._utils._validation_xp import check_logits_xp
 from skprior.calibration._classwise import (
     fit_dirichlet_calibration,
     fit_vector_scaling,
@@ -222,10 +221,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
                     f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
                     f"score is read as binary."
                 )
-            if is_numpy:
-                logits, _ = check_logits(scores, name=name)
-            else:
-                logits, _ = check_logits_xp(xp, scores, name=name)
+            logits, _ = check_logits(scores, name, is_numpy)
         else:
             proba = self._inner_proba(X)
             xp, is_numpy = get_namespace(proba)

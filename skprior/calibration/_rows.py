@@ -28,14 +28,8 @@ from skprior._utils._array_api import (
     work_dtype,
 )
 from skprior._utils._kernels import row_blocks
-from skprior._utils._validation import check_logits, warn_if_probabilities
+from skprior._utils._validation import check_logits
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
-from skprior._utils._validation_xp import (
-    check_class_indices_xp,
-    check_logits_lazy,
-    check_logits_xp,
-    check_sample_weight_xp,
-)
 
 
 class Rows:
@@ -199,25 +193,9 @@ class Rows:
 def fit_rows(logits, y, sample_weight, shift=False):
     """Validate the inputs of a fit; warn if the logits look like probabilities."""
     xp, is_numpy = get_namespace(logits)
-    z, looks_like_proba = (
-        (check_logits(logits, as_float64=False)[0], None)
-        if is_numpy
-        else check_logits_xp(xp, logits, warn_probabilities=True)
-    )
-    y = (
-        check_class_indices(y, *z.shape)
-        if is_numpy
-        else check_class_indices_xp(xp, y, z, z.shape[1])
-    )
-    weights = (
-        check_sample_weight(sample_weight, z.shape[0])
-        if is_numpy
-        else check_sample_weight_xp(xp, sample_weight, z)
-    )
-    if is_numpy:
-        warn_if_probabilities(z)
-    elif looks_like_proba:  # (the NumPy check's warning, worded in one place)
-        warn_if_probabilities(np.array([[0.5, 0.5]]))
+    z, _ = check_logits(logits, as_float64=False, warn_probabilities=True)
+    y = check_class_indices(y, *z.shape, like=z)
+    weights = check_sample_weight(sample_weight, z.shape[0], like=z)
     return Rows(xp, is_numpy, z, y, weights, shift=shift)
 
 
@@ -249,11 +227,7 @@ def map_logits(logits):
     ``softmax(transform(xp, block))`` of ``z`` in its dtype (lazy for Dask).
     """
     xp, is_numpy = get_namespace(logits)
-    z = (
-        check_logits(logits, as_float64=False)[0]
-        if is_numpy
-        else check_logits_lazy(xp, logits)
-    )
+    z, _ = check_logits(logits, as_float64=False, lazy=True)
 
     def on_device(values):
         if is_numpy or values is None:

@@ -35,11 +35,6 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_sample_weight
-from skprior._utils._validation_xp import (
-    check_proba_lazy,
-    check_proba_xp,
-    check_sample_weight_xp,
-)
 from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
 
@@ -96,7 +91,7 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     array([0., 1.])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     k = resolve_k(k, proba.shape[1], kind)
     return topk_uncertainty(xp, is_numpy, proba, k, kind)
 
@@ -226,7 +221,7 @@ def alternating_normalization(
     if is_numpy:
         proba, row_max, row_sums = check_proba_with_row_max(proba)
     else:
-        proba, row_max, row_sums = check_proba_lazy(xp, proba), None, None
+        proba, row_max, row_sums = check_proba(proba, lazy=True), None, None
     n_classes = proba.shape[1]
     prior = check_train_prior(prior, n_classes, name="prior")
     args = (resolve_k(k, n_classes, uncertainty), tau, uncertainty)
@@ -283,8 +278,10 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
     else:
         if not _is_foreign(reference):  # (held on the host: to the device)
             reference = xp.asarray(np.asarray(reference), device=device_of(proba))
-        reference = check_proba_xp(xp, reference, name="reference")
-        weight = check_sample_weight_xp(xp, reference_weight, reference, name=name)
+        reference = check_proba(reference, name="reference")
+        weight = check_sample_weight(
+            reference_weight, reference.shape[0], name=name, like=reference
+        )
     if reference.shape[1] != proba.shape[1]:
         raise ValueError(
             f"reference has {reference.shape[1]} columns but proba has "

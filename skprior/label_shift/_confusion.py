@@ -23,11 +23,6 @@ from skprior._utils._options import (
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_confusion, check_proba
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
-from skprior._utils._validation_xp import (
-    check_class_indices_xp,
-    check_proba_xp,
-    check_sample_weight_xp,
-)
 from skprior.label_shift._solvers import (
     joint_confusion,
     like,
@@ -122,7 +117,7 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     array([0.4545, 0.5455, 0.    ])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     confusion = check_confusion(confusion, proba.shape[1])
     frequencies = predicted_counts(proba) / proba.shape[0]
     prior = bbse_from_frequencies(frequencies, confusion, projection)
@@ -237,7 +232,7 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
     array([0.5, 0.5])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     confusion = check_confusion(confusion, proba.shape[1])
     frequencies = predicted_counts(proba) / proba.shape[0]
     prior = rlls_from_frequencies(frequencies, confusion, reg, proba.shape[0])
@@ -289,14 +284,10 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
            [0.        , 0.33333333]])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     n_samples, n_classes = proba.shape
-    if is_numpy:
-        y = check_class_indices(y, n_samples, n_classes, name="proba")
-        weights = check_sample_weight(sample_weight, n_samples)
-    else:
-        y = check_class_indices_xp(xp, y, proba, n_classes, name="proba")
-        weights = check_sample_weight_xp(xp, sample_weight, proba)
+    y = check_class_indices(y, n_samples, n_classes, name="proba", like=proba)
+    weights = check_sample_weight(sample_weight, n_samples, like=proba)
     return like(joint_confusion(proba, y, weights), proba)
 
 

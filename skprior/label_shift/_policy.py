@@ -21,7 +21,6 @@ from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_prior, check_proba, warn_user
 from skprior._utils._validation_labels import check_sample_weight
-from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments
 from skprior.label_shift._solvers import host, mean_posterior
 
@@ -159,7 +158,7 @@ def label_shift_test(
     True
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     n_classes = proba.shape[1]
     if (reference.ndim if hasattr(reference, "ndim") else np.ndim(reference)) == 1:
         if sample_weight is not None:
@@ -170,11 +169,7 @@ def label_shift_test(
         reference = check_prior(host(reference), n_classes, name="reference")
         return ShiftGate(reference).test(proba, level)
     xp, is_numpy = get_namespace(reference)
-    reference = (
-        check_proba(reference, name="reference")
-        if is_numpy
-        else check_proba_xp(xp, reference, name="reference")
-    )
+    reference = check_proba(reference, name="reference")
     if reference.shape[1] != n_classes:
         raise ValueError(
             f"reference has {reference.shape[1]} classes and proba "

@@ -32,12 +32,6 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
-from skprior._utils._validation_xp import (
-    check_class_indices_xp,
-    check_proba_lazy,
-    check_proba_xp,
-    check_sample_weight_xp,
-)
 from skprior.label_shift._shift_solvers import removed_mass
 from skprior.label_shift._solvers import (
     like,
@@ -139,7 +133,7 @@ def adjust_to_prior(proba, train_prior, test_prior):
     array([[0.8, 0.2]])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_lazy(xp, proba)
+    proba = check_proba(proba, lazy=True)
     n_classes = proba.shape[1]
     test = check_prior(test_prior, n_classes, name="test_prior")
     train = check_train_prior(train_prior, n_classes)
@@ -263,7 +257,7 @@ def estimate_test_prior(
     True
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     n_classes = proba.shape[1]
     train = check_train_prior(train_prior, n_classes)
     concentration = float(dirichlet_alpha) - 1.0 if method == "map" else 0.0
@@ -395,24 +389,16 @@ def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None)
     array([0.333, 0.667])
     """
     xp, is_numpy = get_namespace(proba)
-    proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+    proba = check_proba(proba)
     n_samples, n_classes = proba.shape
-    weights = (
-        check_sample_weight(sample_weight, n_samples)
-        if is_numpy
-        else check_sample_weight_xp(xp, sample_weight, proba)
-    )
+    weights = check_sample_weight(sample_weight, n_samples, like=proba)
     if source == "labels":
         if y is None:
             raise ValueError(
                 "source='labels' counts the labels y, but y is None. Pass y, or "
                 "source='mean_posterior'."
             )
-        y = (
-            check_class_indices(y, n_samples, n_classes, name="proba")
-            if is_numpy
-            else check_class_indices_xp(xp, y, proba, n_classes, name="proba")
-        )
+        y = check_class_indices(y, n_samples, n_classes, name="proba", like=proba)
         counts = weighted_counts(y, weights, n_classes)
     elif is_numpy:
         # (summed in float64 without a float64 copy of the input)

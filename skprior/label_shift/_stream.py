@@ -42,7 +42,6 @@ from skprior._utils._validation import (
     prior_length,
     warn_user,
 )
-from skprior._utils._validation_xp import check_proba_xp
 from skprior.label_shift._solvers import (
     device,
     host,
@@ -236,7 +235,7 @@ class CumulativePrior:
             classes: it is mostly noise, near a vertex of the simplex.
         """
         xp, is_numpy = get_namespace(proba)
-        proba = check_proba(proba) if is_numpy else check_proba_xp(xp, proba)
+        proba = check_proba(proba)
         n_classes = len(self.train_prior)
         if proba.shape[1] != n_classes:
             raise ValueError(

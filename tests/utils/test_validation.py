@@ -282,19 +282,3 @@ def test_dask_checks_lazily_or_now():
     z, _ = check_logits(da.from_array(logits, chunks=(8, 3)), lazy=True)
     with pytest.raises(ValueError, match="first in row 1.*chunk starting at row 16"):
         z.compute()
-
-
-def test_former_array_api_names_are_aliases():
-    """The names other modules still import work as the unified checkers."""
-    torch = pytest.importorskip("torch")
-    from skprior._utils import _validation_xp as old
-
-    proba, like = torch.asarray(P), torch.asarray(P)
-    assert old.check_proba_xp(None, proba) is proba
-    assert old.check_proba_lazy(None, proba) is proba
-    z, looks = old.check_logits_xp(None, torch.log(proba))
-    assert z.shape == (4, 3) and looks is False
-    assert old.check_logits_lazy(None, torch.log(proba)).shape == (4, 3)
-    y = old.check_class_indices_xp(None, torch.asarray([0, 1, 2, 1]), like, 3)
-    assert y.dtype == torch.int64
-    assert old.check_sample_weight_xp(None, None, like).shape == (4,)
