@@ -158,6 +158,9 @@ def to_host(xp, *arrays):
                 array = array.detach().cpu().numpy()
             elif array_api_compat.is_cupy_array(array):  # pragma: no cover
                 array = array.get()
+            elif array_api_compat.is_array_api_strict_namespace(xp):
+                # (its arrays on a device other than the CPU refuse NumPy)
+                array = array.to_device(xp.Device("CPU_DEVICE"))
         out.append(np.asarray(array))
     return tuple(out)
 
