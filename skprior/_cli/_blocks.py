@@ -94,10 +94,12 @@ def _check_output(args):
 
 
 def _labels(args, n_rows, n_columns):
+    from skprior._utils._npy_blocks import open_lazy
+
     if args.labels is None:
         return None
     suffix = Path(args.labels).suffix.lower()
-    labels = _open_vector(args.labels) if suffix in (".npy", ".zarr") else None
+    labels = open_lazy(args.labels) if suffix in (".npy", ".zarr") else None
     if labels is None:
         from skprior._cli._io import read_labels
 
@@ -110,12 +112,6 @@ def _labels(args, n_rows, n_columns):
             f"{n_rows} rows."
         )
     return labels
-
-
-def _open_vector(path):
-    from skprior._utils._npy_blocks import open_lazy
-
-    return open_lazy(path)
 
 
 def _report(args, before, after, labels):
@@ -148,11 +144,6 @@ def _finish(args, before, after, say):
     return 0
 
 
-def training_prior(args, n_classes, counted):
-    """--prior or --prior-from-labels, as the in-memory commands read them."""
-    return counted(args, n_classes)
-
-
 def adapt(args, counted_prior, say, library_errors, find_test_prior):
     """``skprior adapt`` on OUTPUTS too large for memory.
 
@@ -170,7 +161,7 @@ def adapt(args, counted_prior, say, library_errors, find_test_prior):
         f"{len(proba.chunks[0])} blocks (out of core)",
     )
     n_classes = proba.shape[1]
-    train_prior = training_prior(args, n_classes, counted_prior)
+    train_prior = counted_prior(args, n_classes)
     if args.method in ("bbse", "rlls"):
         raise InputError(
             f"--method {args.method} is not available out of core; use mle, map "
@@ -190,7 +181,7 @@ def can(args, counted_prior, say, library_errors):
 
     _check_output(args)
     proba = _proba(args, _open(args, args.outputs))
-    prior = training_prior(args, proba.shape[1], counted_prior)
+    prior = counted_prior(args, proba.shape[1])
     reference = None
     if args.reference is not None:
         reference = read_outputs(

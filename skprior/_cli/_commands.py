@@ -64,11 +64,14 @@ def _note(args):
 # -- shared steps of the commands on stored outputs ------------------------------------
 
 
-def _load(args, path=None, option="OUTPUTS"):
-    """Read the outputs file (``args.outputs`` unless ``path``) as probabilities."""
+def _load(args, path=None, option="OUTPUTS", read=read_outputs):
+    """Read the outputs file (``args.outputs`` unless ``path``) with ``read``.
+
+    ``read_outputs`` (the default) gives probabilities, ``read_logits`` logits.
+    """
     path = args.outputs if path is None else path
     start = time.perf_counter()
-    proba = read_outputs(
+    proba = read(
         path, option=option, key=args.key, logits=args.logits, note=_note(args)
     )
     _say(
@@ -211,9 +214,16 @@ ADAPT_OPTIONS = {
 }
 
 
-def _check_adapt_options(args):
-    """Refuse the options that --method does not use; fill in the defaults."""
-    for option, (methods, default) in ADAPT_OPTIONS.items():
+# The calibrate options that only some methods use, and their defaults.
+CALIBRATE_OPTIONS = {
+    "--reg-lambda": (("dirichlet",), DEFAULT_REG_LAMBDA),
+    "--reg-mu": (("dirichlet",), DEFAULT_REG_MU),
+}
+
+
+def _check_method_options(args, table):
+    """Refuse the options of ``table`` that --method does not use; fill defaults."""
+    for option, (methods, default) in table.items():
         name = option[2:].replace("-", "_")
         if getattr(args, name) is not None and args.method not in methods:
             raise InputError(
@@ -223,6 +233,11 @@ def _check_adapt_options(args):
             )
         if getattr(args, name) is None:
             setattr(args, name, default)
+
+
+def _check_adapt_options(args):
+    """The adapt options: those of --method only, and what each method needs."""
+    _check_method_options(args, ADAPT_OPTIONS)
     if args.method == "known" and args.test_prior is None:
         raise InputError(
             "--method known adjusts to a test prior that you give: pass it with "
@@ -354,34 +369,11 @@ def _fit_logits(args, logits):
     if args.fit_outputs is None:
         fit_logits, rows_of = logits, "OUTPUTS"
     else:
-        fit_logits = read_logits(
-            args.fit_outputs,
-            option="--fit-outputs",
-            key=args.key,
-            logits=args.logits,
-            note=_note(args),
-        )
+        fit_logits = _load(args, args.fit_outputs, "--fit-outputs", read_logits)
         _same_classes("--fit-outputs", args.fit_outputs, fit_logits, logits.shape[1])
         rows_of = "--fit-outputs"
     labels = _labels(args, args.fit_labels, "--fit-labels", fit_logits, rows_of)
     return fit_logits, labels
-
-
-def _check_calibrate_options(args):
-    """Refuse --reg-lambda / --reg-mu without --method dirichlet; fill defaults."""
-    for option in ("--reg-lambda", "--reg-mu"):
-        if getattr(args, option[2:].replace("-", "_")) is not None and (
-            args.method != "dirichlet"
-        ):
-            raise InputError(
-                f"{option} is used only with --method dirichlet; --method "
-                f"{args.method} does not use it. Drop {option}, or pass --method "
-                f"dirichlet."
-            )
-    if args.reg_lambda is None:
-        args.reg_lambda = DEFAULT_REG_LAMBDA
-    if args.reg_mu is None:
-        args.reg_mu = DEFAULT_REG_MU
 
 
 def _fit_calibration(args, fit_logits, fit_labels):
@@ -448,17 +440,8 @@ def _calibrate(args):
     """Fit a calibration on labelled outputs and apply it to OUTPUTS."""
     from skprior import softmax_temperature
 
-    _check_calibrate_options(args)
-    logits = read_logits(
-        args.outputs,
-        option="OUTPUTS",
-        key=args.key,
-        logits=args.logits,
-        note=_note(args),
-    )
-    _say(
-        args, f"read {args.outputs}: {logits.shape[0]} rows, {logits.shape[1]} classes"
-    )
+    _check_method_options(args, CALIBRATE_OPTIONS)
+    logits = _load(args, read=read_logits)
     labels = _report_labels(args, logits)
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()

@@ -232,11 +232,6 @@ def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
     return values / values.sum()
 
 
-def _short(values):
-    shown = ",".join(f"{v:g}" for v in values[:10])
-    return shown + (",..." if values.shape[0] > 10 else "")
-
-
 def check_output_path(path, option="--output"):
     """Refuse an output path with an unknown extension or a missing folder.
 

@@ -84,28 +84,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help').\n")
 
 
-def _k(text):
-    """--k: an integer or "auto"."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an integer nor 'auto'"
-        ) from None
+def _or_auto(convert, what):
+    """An option type: ``convert(text)``, or "auto" (ranges: the library's)."""
+
+    def read(text):
+        if text == "auto":
+            return text
+        try:
+            return convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is neither {what} nor 'auto'"
+            ) from None
+
+    return read
 
 
-def _reg_lambda(text):
-    """--reg-lambda: a number or "auto" (the range is checked by the library)."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither a number nor 'auto'"
-        ) from None
+_k = _or_auto(int, "an integer")  # --k
+_reg_lambda = _or_auto(float, "a number")  # --reg-lambda
 
 
 def _methods_help(helps, choices, default):

@@ -265,22 +265,12 @@ class ReliabilityDisplay:
         -------
         display : ReliabilityDisplay
         """
-        accuracy, confidence, _ = reliability_curve(
-            y_true,
-            y_proba,
-            n_bins=n_bins,
-            strategy=strategy,
-            sample_weight=sample_weight,
-            labels=labels,
+        # (the curve and its ECE from the same bins)
+        binning = dict(
+            n_bins=n_bins, strategy=strategy, sample_weight=sample_weight, labels=labels
         )
-        ece = expected_calibration_error(
-            y_true,
-            y_proba,
-            n_bins=n_bins,
-            strategy=strategy,
-            sample_weight=sample_weight,
-            labels=labels,
-        )
+        accuracy, confidence, _ = reliability_curve(y_true, y_proba, **binning)
+        ece = expected_calibration_error(y_true, y_proba, **binning)
         _, proba, weights = check_scored_proba(y_true, y_proba, labels, sample_weight)
         # (matplotlib draws host arrays: one transfer from another library)
         xp, _ = get_namespace(proba)
