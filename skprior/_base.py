@@ -27,6 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from skprior._multilabel import (
+    copy_feature_attributes,
     fit_labels,
     is_multilabel,
     positive_rates,
@@ -247,11 +248,7 @@ class BasePriorClassifier(
             self.train_prior_ = check_prior(
                 train_prior, len(classes), name="train_prior", classes=classes
             )
-        for attribute in ("n_features_in_", "feature_names_in_"):
-            if hasattr(self.estimator_, attribute):
-                setattr(self, attribute, getattr(self.estimator_, attribute))
-            elif hasattr(self, attribute):  # left by an earlier fit
-                delattr(self, attribute)
+        copy_feature_attributes(self, self.estimator_)
         self._fit_post_hoc(X, y_index, sample_weight)
         return self
 

@@ -303,10 +303,20 @@ def fit_labels(wrapper, X, y, sample_weight, fit_params):
     wrapper.train_prior_ = np.array(
         [e.train_prior_[np.asarray(e.classes_) == 1].sum() for e in estimators]
     )
+    copy_feature_attributes(wrapper, model)
+    return wrapper
+
+
+def copy_feature_attributes(wrapper, model):
+    """The model's ``n_features_in_`` and ``feature_names_in_`` on the wrapper.
+
+    One the model lacks is removed from the wrapper (left by an earlier fit).
+    """
     for attribute in ("n_features_in_", "feature_names_in_"):
         if hasattr(model, attribute):
             setattr(wrapper, attribute, getattr(model, attribute))
-    return wrapper
+        elif hasattr(wrapper, attribute):
+            delattr(wrapper, attribute)
 
 
 def _outputs(wrapper):

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from skprior._cli._common import InputError, can_options
-from skprior._cli._io import read_outputs
+from skprior._cli._io import numeric_matrix, read_outputs
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
@@ -59,12 +59,7 @@ def _open(args, path):
         raise InputError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot be read ({exc}).") from exc
-    if array.ndim != 2 or array.shape[1] < 2:
-        raise InputError(
-            f"{path}: expected a 2-D array of shape (n_samples, n_classes) with at "
-            f"least 2 classes, got shape {array.shape}."
-        )
-    return array
+    return numeric_matrix(array, path)
 
 
 def _proba(args, array):
@@ -118,6 +113,7 @@ def _report(args, before, after, labels):
     """Accuracy and top-label ECE before and after (one pass each)."""
     import dask
 
+    from skprior._cli._report import print_change
     from skprior.metrics import expected_calibration_error
 
     n_classes = before.shape[1]
@@ -127,9 +123,8 @@ def _report(args, before, after, labels):
         expected_calibration_error(labels, proba, labels=range(n_classes))
         for proba in (before, after)
     ]
-    print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
-    for name, (old, new) in (("accuracy", accuracy), ("ECE", ece)):
-        print(f"{name:10}{old:10.4f}{new:10.4f}{new - old:+10.4f}")
+    old, new = ({"accuracy": a, "ECE": e} for a, e in zip(accuracy, ece, strict=True))
+    print_change(old, new)
 
 
 def _finish(args, before, after, say):

@@ -24,7 +24,8 @@ from skprior._cli._formats import (
 )
 
 
-def _numeric_matrix(array, where):
+def numeric_matrix(array, where):
+    """``array`` if it is a numeric (n_samples, n_classes) matrix, else why not."""
     if array.ndim != 2 or array.shape[1] < 2:
         fix = (
             " For a binary problem stored as P(class 1), save "
@@ -67,7 +68,7 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
     from skprior._utils._validation import check_proba
 
     where = describe(option, path)
-    array = _numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     if logits:
         array = softmax(_finite_logits(array, where), axis=1)
     try:
@@ -93,7 +94,7 @@ def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note)
         with np.errstate(divide="ignore"):
             return np.log(proba.astype(np.float64))
     where = describe(option, path)
-    array = _numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     return _finite_logits(array, where)
 
 

@@ -20,21 +20,32 @@ def scores(proba, labels):
 
 def report(before, after, labels):
     """Print accuracy, ECE and NLL before and after on stdout."""
-    old, new = scores(before, labels), scores(after, labels)
+    print_change(scores(before, labels), scores(after, labels))
+
+
+def print_change(old, new):
+    """Print each score of ``old`` (a dict) before, after (``new``) and its change."""
     print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")
     for name in old:
         change = new[name] - old[name]
         print(f"{name:10}{old[name]:10.4f}{new[name]:10.4f}{change:+10.4f}")
 
 
-def check_diagram_path(path):
-    """Refuse a --diagram path that matplotlib cannot write, before any work."""
+def _matplotlib():
     try:
-        from matplotlib.backend_bases import FigureCanvasBase
+        import matplotlib
     except ImportError as exc:
         raise InputError(
             "--diagram needs matplotlib: pip install 'skprior[plot]'."
         ) from exc
+    return matplotlib
+
+
+def check_diagram_path(path):
+    """Refuse a --diagram path that matplotlib cannot write, before any work."""
+    _matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in formats:
@@ -49,15 +60,9 @@ def check_diagram_path(path):
 
 def diagram(path, before, after, labels, title):
     """Save a reliability diagram of ``before`` and ``after`` to ``path``."""
-    try:
-        import matplotlib
+    _matplotlib().use("Agg")
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise InputError(
-            "--diagram needs matplotlib: pip install 'skprior[plot]'."
-        ) from exc
     from skprior import ReliabilityDisplay
 
     classes = np.arange(before.shape[1])

@@ -34,6 +34,24 @@ def _need_dask():
     return da
 
 
+def _transfer(path, flags, move, buffer, position):
+    """Read or write all of ``buffer`` at byte ``position`` of the file ``path``.
+
+    ``move`` is ``os.preadv`` or ``os.pwritev``, which may move fewer bytes than
+    asked: it is called again for the rest until the whole buffer is done.
+    """
+    fd = os.open(path, flags)
+    try:
+        done = 0
+        while done < len(buffer):
+            moved = move(fd, [buffer[done:]], position + done)
+            if moved <= 0:
+                raise OSError(f"{path}: file ended early")
+            done += moved
+    finally:
+        os.close(fd)
+
+
 class NpyRows:
     """The rows of a C-ordered .npy file, read on demand (``x[rows, cols]``).
 
@@ -68,17 +86,8 @@ class NpyRows:
         out = np.empty((n_rows, *self.shape[1:]), dtype=self.dtype)
         if n_rows:
             buffer = memoryview(out.reshape(-1).view(np.uint8))
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                done, total = 0, n_rows * self.row_bytes
-                position = self.offset + start * self.row_bytes
-                while done < total:
-                    read = os.preadv(fd, [buffer[done:]], position + done)
-                    if read <= 0:
-                        raise OSError(f"{self.path}: file ended early")
-                    done += read
-            finally:
-                os.close(fd)
+            position = self.offset + start * self.row_bytes
+            _transfer(self.path, os.O_RDONLY, os.preadv, buffer, position)
         out = out[::step] if step != 1 else out
         return out[(slice(None), *key[1:])] if len(key) > 1 else out
 
@@ -127,14 +136,9 @@ class NpyRowWriter:
         key = key if isinstance(key, tuple) else (key,)
         start, stop, _ = key[0].indices(self.shape[0])
         data = np.ascontiguousarray(block, dtype=self.dtype).reshape(-1)
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            view, done = memoryview(data.view(np.uint8)), 0
-            position = self.offset + start * self.row_bytes
-            while done < len(view):
-                done += os.pwritev(fd, [view[done:]], position + done)
-        finally:
-            os.close(fd)
+        view = memoryview(data.view(np.uint8))
+        position = self.offset + start * self.row_bytes
+        _transfer(self.path, os.O_WRONLY, os.pwritev, view, position)
 
 
 def store_lazy(path, array):

@@ -1,6 +1,5 @@
 """Loader for the PMLB datasets shipped in ``skprior/datasets/data``."""
 
-import csv
 import gzip
 from importlib import resources
 from pathlib import Path
@@ -57,9 +56,8 @@ def load_pmlb(name, *, data_home=None):
     else:
         path = resources.files("skprior.datasets") / "data" / f"{name}.tsv.gz"
     with path.open("rb") as raw, gzip.open(raw, "rt") as text:
-        reader = csv.reader(text, delimiter="\t")
-        header = next(reader)
-        table = np.array([row for row in reader], dtype=np.float64)
+        header = text.readline().rstrip("\n").split("\t")
+        table = np.loadtxt(text, delimiter="\t", dtype=np.float64, ndmin=2)
     target = header.index("target")
     X = np.delete(table, target, axis=1)
     y = table[:, target].astype(np.int64)
