@@ -18,6 +18,7 @@ from skprior._multilabel import (
 )
 from skprior._utils._array_api import (
     device_of,
+    get_namespace,
     namespace_of,
     to_host,
     work_dtype,
@@ -44,6 +45,12 @@ def _row_results():
     }
 
 
+def _array(value):
+    """``value`` as an array of its namespace (NumPy for what NumPy converts)."""
+    xp, is_numpy = get_namespace(value)
+    return xp, np.asarray(value) if is_numpy else value
+
+
 def _split_data(value, name):
     if issparse(value):
         raise TypeError(
@@ -53,13 +60,8 @@ def _split_data(value, name):
     form, n_labels = read_form(value, name)
     if form == "list":
         return form, list(value)
-    xp = namespace_of(value)
-    if xp is None:
-        value = np.asarray(value)
-        real = value.dtype.kind in "fiu"
-    else:
-        real = xp.isdtype(value.dtype, ("real floating", "integral"))
-    if not real:
+    xp, value = _array(value)
+    if not xp.isdtype(value.dtype, ("real floating", "integral")):
         raise TypeError(
             f"{name} must hold real numbers, one column per label; got dtype "
             f"{value.dtype}."
@@ -67,35 +69,31 @@ def _split_data(value, name):
     if name == "logits":
         # one score per label: the two-class function reads it as logits (0, s)
         return form, [value[:, label] for label in range(n_labels)]
-    return form, _LabelColumns(value, xp)
+    return form, _LabelColumns(xp, value)
 
 
 class _LabelColumns:
     """The two-class ``(1 - p_l, p_l)`` of each label, made when asked.
 
     Made one label at a time, so that ``per_label`` holds one label's (n, 2)
-    array at a time rather than twice its whole input; in the namespace and
-    on the device of ``value`` (``xp`` None for NumPy).
+    array at a time rather than twice its whole input.
     """
 
-    def __init__(self, value, xp):
-        self.value, self.xp = value, xp
+    def __init__(self, xp, value):
+        self.xp, self.value = xp, value
 
     def __len__(self):
         return self.value.shape[1]
 
     def __getitem__(self, label):
         column = self.value[:, label]
-        if self.xp is None:
-            return np.column_stack((1 - column, column))
         return self.xp.stack((1 - column, column), axis=1)
 
 
 def _split_stacked(value, name, n_labels, binary_ndim):
-    xp = namespace_of(value)
-    if xp is None or binary_ndim == 0:  # (a temperature is a Python number)
-        value = np.asarray(value if xp is None else to_host(xp, value)[0])
-        xp = None
+    xp, value = _array(value)
+    if binary_ndim == 0:  # (a temperature is a Python number: on the host)
+        xp, value = _array(to_host(xp, value)[0])
     if value.ndim == binary_ndim:
         return None  # shared by every label
     if value.ndim != binary_ndim + 1 or value.shape[0] != n_labels:
@@ -104,26 +102,19 @@ def _split_stacked(value, name, n_labels, binary_ndim):
             f"have one entry per label on its first axis, length {n_labels}; got "
             f"shape {tuple(value.shape)}."
         )
-    return (
-        list(value) if xp is None else [value[label, ...] for label in range(n_labels)]
-    )
+    if binary_ndim == 0:
+        return list(value)  # (NumPy scalars, not 0-d arrays)
+    return [value[label, ...] for label in range(n_labels)]
 
 
 def _split_labels(value, name, n_labels):
-    if namespace_of(value) is None:
-        value = value.toarray() if issparse(value) else np.asarray(value)
+    _, value = _array(value.toarray() if issparse(value) else value)
     if value.ndim != 2 or value.shape[1] != n_labels:
         raise ValueError(
             f"{name} must be an indicator matrix of shape (n_samples, {n_labels}), "
             f"one 0/1 column per label; got shape {tuple(value.shape)}."
         )
     return [value[:, label] for label in range(n_labels)]
-
-
-def _split_prior(value, name, n_labels):
-    """Per-label priors (read on the host, as the functions read priors)."""
-    xp = namespace_of(value)
-    return label_values(value if xp is None else to_host(xp, value)[0], n_labels, name)
 
 
 def _assemble(results, kind, form, like):
@@ -140,29 +131,16 @@ def _assemble(results, kind, form, like):
         )
     if kind == "proba":
         return as_form(results, form)
-    numbers = all(
-        np.ndim(r) == 0 and isinstance(r, (int, float, np.number)) for r in results
-    )
-    xp = namespace_of(like)
-    if xp is None:
-        if kind == "rows":
-            return np.column_stack(results)
-        if numbers:
-            single = np.asarray(like).dtype == np.float32
-            return np.array(results, dtype=np.float32 if single else np.float64)
-        if all(isinstance(r, np.ndarray) for r in results) and (
-            len({r.shape for r in results}) == 1
-        ):
-            return np.stack(results)
-        return list(results)
+    xp, like = _array(like)
     if kind == "rows":
         return xp.stack(results, axis=1)
-    if numbers:
+    if all(np.ndim(r) == 0 and isinstance(r, (int, float, np.number)) for r in results):
         dtype = like.dtype
         if not xp.isdtype(dtype, "real floating"):
             dtype = work_dtype(xp, device_of(like))
         return xp.asarray(np.array(results), dtype=dtype, device=device_of(like))
-    if namespace_of(*results) is xp and len({tuple(r.shape) for r in results}) == 1:
+    arrays = all(isinstance(r, np.ndarray) or namespace_of(r) for r in results)
+    if arrays and len({tuple(r.shape) for r in results}) == 1:
         return xp.stack(results)
     return list(results)
 
@@ -266,7 +244,10 @@ def per_label(func, *args, **kwargs):
             )
     for name in PRIOR_ARGUMENTS:
         if arguments.get(name) is not None:
-            split[name] = _split_prior(arguments[name], name, n_labels)
+            prior, prior_xp = arguments[name], namespace_of(arguments[name])
+            if prior_xp is not None:  # (read on the host, as the functions do)
+                prior = to_host(prior_xp, prior)[0]
+            split[name] = label_values(prior, n_labels, name)
     for name in LABEL_ARGUMENTS:
         if arguments.get(name) is not None:
             split[name] = _split_labels(arguments[name], name, n_labels)
@@ -279,14 +260,14 @@ def per_label(func, *args, **kwargs):
     kind = _row_results().get(func)
     like = arguments[data[0]]
     like = like[0] if form == "list" else like
-    xp = namespace_of(like)
+    xp, is_numpy = get_namespace(like)
     results, out = [], None
     for label in range(n_labels):
         for name, values in split.items():
             arguments[name] = values[label]
         with label_warnings(label):
             result = func(*bound.args, **bound.kwargs)
-        if kind == "proba" and form != "list" and xp is None:
+        if kind == "proba" and form != "list" and is_numpy:
             # (one column kept per label, written in place: the (n, 2) goes)
             if out is None:
                 out = np.empty((result.shape[0], n_labels), dtype=result.dtype)
