@@ -16,6 +16,13 @@ from skprior._multilabel import (
     label_warnings,
     read_form,
 )
+from skprior._utils._array_api import (
+    device_of,
+    get_namespace,
+    namespace_of,
+    to_host,
+    work_dtype,
+)
 from skprior._utils._sklearn_compat import validate_params
 from skprior.calibration._temperature import softmax_temperature
 from skprior.can._can import alternating_normalization, topk_entropy
@@ -38,6 +45,12 @@ def _row_results():
     }
 
 
+def _array(value):
+    """``value`` as an array of its namespace (NumPy for what NumPy converts)."""
+    xp, is_numpy = get_namespace(value)
+    return xp, np.asarray(value) if is_numpy else value
+
+
 def _split_data(value, name):
     if issparse(value):
         raise TypeError(
@@ -47,8 +60,8 @@ def _split_data(value, name):
     form, n_labels = read_form(value, name)
     if form == "list":
         return form, list(value)
-    value = np.asarray(value)
-    if value.dtype.kind not in "fiu":
+    xp, value = _array(value)
+    if not xp.isdtype(value.dtype, ("real floating", "integral")):
         raise TypeError(
             f"{name} must hold real numbers, one column per label; got dtype "
             f"{value.dtype}."
@@ -56,7 +69,7 @@ def _split_data(value, name):
     if name == "logits":
         # one score per label: the two-class function reads it as logits (0, s)
         return form, [value[:, label] for label in range(n_labels)]
-    return form, _LabelColumns(value)
+    return form, _LabelColumns(xp, value)
 
 
 class _LabelColumns:
@@ -66,56 +79,69 @@ class _LabelColumns:
     array at a time rather than twice its whole input.
     """
 
-    def __init__(self, value):
-        self.value = value
+    def __init__(self, xp, value):
+        self.xp, self.value = xp, value
 
     def __len__(self):
         return self.value.shape[1]
 
     def __getitem__(self, label):
         column = self.value[:, label]
-        return np.column_stack((1 - column, column))
+        return self.xp.stack((1 - column, column), axis=1)
 
 
 def _split_stacked(value, name, n_labels, binary_ndim):
-    value = np.asarray(value)
+    xp, value = _array(value)
+    if binary_ndim == 0:  # (a temperature is a Python number: on the host)
+        xp, value = _array(to_host(xp, value)[0])
     if value.ndim == binary_ndim:
         return None  # shared by every label
-    if value.ndim != binary_ndim + 1 or len(value) != n_labels:
+    if value.ndim != binary_ndim + 1 or value.shape[0] != n_labels:
         raise ValueError(
             f"{name} must be shared by all labels (dimension {binary_ndim}) or "
             f"have one entry per label on its first axis, length {n_labels}; got "
-            f"shape {value.shape}."
+            f"shape {tuple(value.shape)}."
         )
-    return list(value)
+    if binary_ndim == 0:
+        return list(value)  # (NumPy scalars, not 0-d arrays)
+    return [value[label, ...] for label in range(n_labels)]
 
 
 def _split_labels(value, name, n_labels):
-    value = value.toarray() if issparse(value) else np.asarray(value)
+    _, value = _array(value.toarray() if issparse(value) else value)
     if value.ndim != 2 or value.shape[1] != n_labels:
         raise ValueError(
             f"{name} must be an indicator matrix of shape (n_samples, {n_labels}), "
-            f"one 0/1 column per label; got shape {value.shape}."
+            f"one 0/1 column per label; got shape {tuple(value.shape)}."
         )
     return [value[:, label] for label in range(n_labels)]
 
 
-def _assemble(results, kind, form):
+def _assemble(results, kind, form, like):
+    """The per-label results put together, in the namespace of ``like``.
+
+    ``like`` is the first multi-label argument (its first array, in list
+    form); a vector of numbers comes in its float dtype.
+    """
     first = results[0]
     if isinstance(first, tuple):
         return tuple(
-            _assemble(list(part), None, form) for part in zip(*results, strict=True)
+            _assemble(list(part), None, form, like)
+            for part in zip(*results, strict=True)
         )
     if kind == "proba":
         return as_form(results, form)
+    xp, like = _array(like)
     if kind == "rows":
-        return np.column_stack(results)
+        return xp.stack(results, axis=1)
     if all(np.ndim(r) == 0 and isinstance(r, (int, float, np.number)) for r in results):
-        return np.array(results)
-    if all(isinstance(r, np.ndarray) for r in results) and (
-        len({r.shape for r in results}) == 1
-    ):
-        return np.stack(results)
+        dtype = like.dtype
+        if not xp.isdtype(dtype, "real floating"):
+            dtype = work_dtype(xp, device_of(like))
+        return xp.asarray(np.array(results), dtype=dtype, device=device_of(like))
+    arrays = all(isinstance(r, np.ndarray) or namespace_of(r) for r in results)
+    if arrays and len({tuple(r.shape) for r in results}) == 1:
+        return xp.stack(results)
     return list(results)
 
 
@@ -218,7 +244,10 @@ def per_label(func, *args, **kwargs):
             )
     for name in PRIOR_ARGUMENTS:
         if arguments.get(name) is not None:
-            split[name] = label_values(arguments[name], n_labels, name)
+            prior, prior_xp = arguments[name], namespace_of(arguments[name])
+            if prior_xp is not None:  # (read on the host, as the functions do)
+                prior = to_host(prior_xp, prior)[0]
+            split[name] = label_values(prior, n_labels, name)
     for name in LABEL_ARGUMENTS:
         if arguments.get(name) is not None:
             split[name] = _split_labels(arguments[name], name, n_labels)
@@ -229,17 +258,26 @@ def per_label(func, *args, **kwargs):
                 split[name] = values
 
     kind = _row_results().get(func)
+    like = arguments[data[0]]
+    like = like[0] if form == "list" else like
+    xp, is_numpy = get_namespace(like)
     results, out = [], None
     for label in range(n_labels):
         for name, values in split.items():
             arguments[name] = values[label]
         with label_warnings(label):
             result = func(*bound.args, **bound.kwargs)
-        if kind == "proba" and form != "list":
+        if kind == "proba" and form != "list" and is_numpy:
             # (one column kept per label, written in place: the (n, 2) goes)
             if out is None:
                 out = np.empty((result.shape[0], n_labels), dtype=result.dtype)
             out[:, label] = result[:, -1]
+        elif kind == "proba" and form != "list":
+            results.append(result[:, -1])  # (stacked below, on the device)
         else:
             results.append(result)
-    return out if out is not None else _assemble(results, kind, form)
+    if out is not None:
+        return out
+    if kind == "proba" and form != "list":
+        return xp.stack(results, axis=1)
+    return _assemble(results, kind, form, like)

@@ -401,3 +401,26 @@ def test_npy_rows_reads_like_numpy(tmp_path):
     assert rows.shape == (12, 5) and rows.dtype == np.float32
     np.testing.assert_array_equal(rows[3:9, 1:4], array[3:9, 1:4])
     np.testing.assert_array_equal(rows[slice(10, None)], array[10:])
+
+
+def test_float64_rows_get_the_float64_tolerance():
+    """Dask float64 rows are held to float64's 1e-6, as NumPy's, not float16's."""
+    proba = np.full((4, 3), 1 / 3)
+    proba[2] *= 1.001
+    for rows in (proba, _lazy(proba, chunks=2)):
+        with pytest.raises(ValueError, match=r"within 1\.0e-06\); row 2 sums"):
+            estimate_test_prior(rows, np.full(3, 1 / 3))
+
+
+def test_labels_and_weights_of_the_wrong_length_get_numpy_messages(logits_data):
+    """A Dask y or sample_weight of the wrong length is refused with NumPy's
+    message, not a rechunk error."""
+    logits, y, weights = logits_data
+    with pytest.raises(ValueError, match="y has 1199 labels but logits has 1200"):
+        fit_temperature(_lazy(logits), da.from_array(y[:-1], chunks=300))
+    with pytest.raises(ValueError, match="sample_weight has 1199 entries but"):
+        fit_temperature(
+            _lazy(logits),
+            da.from_array(y, chunks=300),
+            sample_weight=da.from_array(weights[:-1], chunks=300),
+        )

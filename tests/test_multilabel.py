@@ -14,6 +14,7 @@ label's columns.
 
 import pickle
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -621,3 +622,53 @@ def test_per_label_refuses_mismatched_arguments(call, match, outputs):
     _, test = outputs["matrix"]
     with pytest.raises(ValueError, match=match):
         call(test)
+
+
+def _in_namespace(name, array):
+    """``array`` (NumPy) as an array of the library ``name``."""
+    module = pytest.importorskip(name)
+    if name == "dask.array":
+        return module.from_array(array, chunks=(100,) + (-1,) * (array.ndim - 1))
+    return module.asarray(array)
+
+
+def _to_numpy(array):
+    if hasattr(array, "compute"):
+        array = array.compute()
+    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
+        return np.from_dlpack(array)
+    return np.asarray(array)
+
+
+@pytest.mark.parametrize("library", ["array_api_strict", "torch", "dask.array"])
+def test_per_label_keeps_the_namespace(library, outputs):
+    """Arrays of another library in, arrays of that library out: the matrix
+    and list forms, per-row values, stacked arrays and numbers, equal to the
+    NumPy results."""
+    xp = pytest.importorskip("array_api_compat").array_namespace
+    _, test = outputs["matrix"]
+    scores, _ = outputs["scores"]
+    Y_cal, _ = outputs["Y"]
+    q = outputs["train_prior"]
+    ns = partial(_in_namespace, library)
+    listed = [columns(test, label) for label in range(test.shape[1])]
+    temperatures, biases = per_label(fit_bias_corrected_temperature, scores, Y_cal)
+    calls = [
+        lambda a: per_label(alternating_normalization, a(test), a(q), tau=0.5),
+        lambda a: per_label(adjust_to_prior, [a(p) for p in listed], a(q), a(q)),
+        lambda a: per_label(topk_entropy, a(test), 2, kind="unrenormalized"),
+        lambda a: per_label(fit_temperature, a(scores), a(Y_cal)),
+        lambda a: per_label(joint_confusion_matrix, a(test), a(Y_cal)),
+        lambda a: per_label(softmax_temperature, a(scores), temperatures, a(biases)),
+    ]
+    for call in calls:
+        expected, got = call(np.asarray), call(ns)
+        if isinstance(expected, list):
+            got_arrays = got
+            got, expected = np.stack([_to_numpy(g) for g in got]), np.stack(expected)
+        else:
+            got_arrays = [got]
+            got = _to_numpy(got)
+        for array in got_arrays:
+            assert xp(array) is xp(ns(test)), type(array)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

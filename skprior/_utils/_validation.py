@@ -64,7 +64,9 @@ def _precision_dtype(proba, arr, xp=None):
     sum to one only to float16 precision.
     """
     if xp is not None:  # (another library's dtypes: only float16 is coarser)
-        if proba.dtype == getattr(xp, "float16", None):
+        # (a namespace without float16, Dask's, has no coarser dtype: and
+        # NumPy reads ``dtype == None`` as float64, so None is never compared)
+        if hasattr(xp, "float16") and proba.dtype == xp.float16:
             return np.dtype(np.float16)
         return np.dtype(np.float32 if arr.dtype == xp.float32 else np.float64)
     try:

@@ -46,21 +46,20 @@ def check_class_indices(y, n_samples, n_classes, *, name="logits", like=None):
     rows for Dask).
     """
     xp = None if like is None else namespace_of(like)
+    # (the shape is checked before the labels are put in rows of ``like``: a
+    # Dask rechunk to rows of another length would fail with its own message)
     if xp is not None and namespace_of(y) is not None:
-        y = per_row(xp, y, like)
-        integral = xp.isdtype(y.dtype, "integral")
-        if (
-            y.ndim == 1
-            and y.shape[0] == n_samples
-            and (integral or xp.isdtype(y.dtype, "real floating"))
-        ):
-            checks = [xp.min(y), xp.max(y)]
-            if not integral:  # (NaN fails this one; inf the range)
-                checks.append(xp.all(y == xp.round(y)))
-            low, high, *whole = to_host(xp, *checks)
-            if low >= 0 and high < n_classes and all(whole):
-                return xp.astype(y, xp.int64)
-        y = to_host(xp, y)[0]  # (NumPy's checks, for their message)
+        if y.ndim == 1 and y.shape[0] == n_samples:
+            y = per_row(xp, y, like)
+            integral = xp.isdtype(y.dtype, "integral")
+            if integral or xp.isdtype(y.dtype, "real floating"):
+                checks = [xp.min(y), xp.max(y)]
+                if not integral:  # (NaN fails this one; inf the range)
+                    checks.append(xp.all(y == xp.round(y)))
+                low, high, *whole = to_host(xp, *checks)
+                if low >= 0 and high < n_classes and all(whole):
+                    return xp.astype(y, xp.int64)
+        y = to_host(namespace_of(y), y)[0]  # (NumPy's checks, for their message)
     if xp is not None:
         y = check_class_indices(y, n_samples, n_classes, name=name)
         return xp.astype(per_row(xp, y, like), xp.int64)
@@ -158,8 +157,9 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
         if namespace_of(sample_weight) is None:  # (host weights: checked here)
             weights = check_sample_weight(sample_weight, n_samples, name=name)
             return per_row(xp, weights, like, dtype=dtype)
-        weights = per_row(xp, as_float(xp, sample_weight, name), like, dtype=dtype)
-        if weights.ndim == 1 and weights.shape[0] == n_samples:
+        weights = as_float(xp, sample_weight, name)
+        if weights.ndim == 1 and weights.shape[0] == n_samples:  # (as the labels)
+            weights = per_row(xp, weights, like, dtype=dtype)
             finite, smallest, total = to_host(
                 xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.sum(weights)
             )

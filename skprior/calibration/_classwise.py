@@ -551,7 +551,10 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
     z, on_device, apply = map_logits(logits)
     n_classes = z.shape[1]
     matrix = parameter_array(
-        matrix, (n_classes, n_classes), "matrix", "one row and one column per class"
+        matrix,
+        (n_classes, n_classes),
+        "matrix",
+        f"one row and one column per class ({n_classes})",
     )
     bias = (
         np.zeros(n_classes) if bias is None else check_vector(bias, n_classes, "bias")

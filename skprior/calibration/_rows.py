@@ -244,28 +244,39 @@ def map_logits(logits):
 def parameter_array(values, shape, name, what):
     """``values`` as a finite float64 host array of ``shape``, or a named error.
 
-    A fitted parameter given back in its namespace comes to the host.
+    A fitted parameter given back in its namespace comes to the host. The
+    error says what was wrong by shape, type or values, never by the array's
+    repr (which differs by namespace).
     """
-    bad = ValueError(
-        f"{name} must be a finite array of real numbers of shape {shape} "
-        f"({what}), got {values!r:.60}."
-    )
+
+    def bad(got):
+        return ValueError(
+            f"{name} must be a finite array of real numbers of shape {shape}: "
+            f"{what}, got {got}."
+        )
+
     try:
         if namespace_of(values) is not None:
             values = to_host(namespace_of(values), values)[0]
         if np.iscomplexobj(values):
-            raise bad
+            raise bad("complex values")
         values = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise bad from None
-    if values.shape != shape or not np.all(np.isfinite(values)):
-        raise bad
+        raise bad(
+            f"a {type(values).__name__} that is not a rectangular array of numbers"
+        ) from None
+    if values.shape != shape:
+        raise bad(f"shape {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise bad("NaN or infinite values")
     return values
 
 
 def check_vector(values, n_classes, name):
     """A finite parameter vector of one entry per class (:func:`parameter_array`)."""
-    return parameter_array(values, (n_classes,), name, "one entry per class")
+    return parameter_array(
+        values, (n_classes,), name, f"one entry per class ({n_classes})"
+    )
 
 
 def exp_(xp, u):

@@ -11,6 +11,7 @@ import warnings
 from sklearn.utils.validation import check_is_fitted
 
 from skprior._base import BasePriorClassifier
+from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -127,8 +128,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     online_prior_ : ndarray of shape (n_classes,)
         The on-line estimate from the batches given to :meth:`update_prior`
         since ``fit`` or :meth:`reset_prior`, up to and including the last
-        one (the starting prior before any), float64, in the array namespace
-        and on the device of the inner model's posteriors for the last batch.
+        one (the starting prior before any, float64), in the array namespace,
+        on the device and in the float dtype of the inner model's posteriors
+        for the last batch.
     n_seen_ : int
         Number of samples behind ``online_prior_``.
     online_shifted_ : bool
@@ -463,7 +465,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     def _publish_stream(self, like_array=None):
         """The stream's public attributes (the prior in the batch's namespace)."""
         stream = self._stream
-        self.online_prior_ = like(stream.prior, like_array)
+        prior = like(stream.prior, like_array)
+        if like_array is not None:  # (float32 posteriors: a float32 prior)
+            prior = get_namespace(like_array)[0].astype(prior, like_array.dtype)
+        self.online_prior_ = prior
         self.n_seen_ = stream.n_seen
         self.online_shifted_ = stream.shifted
 

@@ -399,6 +399,35 @@ def test_apply_functions_reject_bad_parameters():
         softmax_dirichlet_calibration(logits, np.eye(2))
 
 
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda z: softmax_vector_scaling(z, [1.0, 1.0]),
+            r"weights .* shape \(3,\): one entry per class \(3\), got shape \(2,\)\.$",
+        ),
+        (
+            lambda z: softmax_vector_scaling(z, [1.0, np.inf, 1.0]),
+            r"weights .* got NaN or infinite values\.$",
+        ),
+        (
+            lambda z: softmax_dirichlet_calibration(z, np.eye(2)),
+            r"matrix .* shape \(3, 3\): .* per class \(3\), got shape \(2, 2\)\.$",
+        ),
+        (
+            lambda z: softmax_dirichlet_calibration(z, [[1.0, 2.0], [3.0]]),
+            r"matrix .* got a list that is not a rectangular array of numbers\.$",
+        ),
+    ],
+)
+def test_parameter_errors_name_the_shape_not_the_values(call, match):
+    """The message says what is wrong (shape, values), never the array's repr,
+    which differs from one namespace to another."""
+    with pytest.raises(ValueError, match=match) as caught:
+        call(np.zeros((2, 3)))
+    assert "array(" not in str(caught.value)
+
+
 # (4 rows that vector scaling separates: its own warnings are tested below)
 @pytest.mark.filterwarnings("ignore:.* fits [0-9]+ free parameters on")
 @pytest.mark.filterwarnings("ignore:.* was fitted on data it separates")

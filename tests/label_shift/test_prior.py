@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import make_classification
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.naive_bayes import GaussianNB
@@ -96,6 +97,20 @@ class CountingClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         return self.model_.predict_proba(X)
+
+
+class FrozenFloat32(ClassifierMixin, BaseEstimator):
+    """A fitted model whose posteriors come in float32."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, X, y):
+        self.classes_ = self.model.classes_
+        return self
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(X).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -672,6 +687,18 @@ def test_online_estimate_uses_every_sample_seen(blobs):
     wrapper.reset_prior()
     assert wrapper.n_seen_ == 0
     np.testing.assert_allclose(wrapper.online_prior_, wrapper.train_prior_)
+
+
+def test_online_prior_has_the_dtype_of_the_posteriors(blobs):
+    """float32 posteriors give a float32 online_prior_ (float32 in, float32 out)."""
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(
+        FrozenFloat32(FrozenEstimator(model)), shift_level=None
+    )
+    wrapper.fit(X[1500:2000], y[1500:2000])
+    wrapper.update_prior(X[2000:2300])
+    assert wrapper.online_prior_.dtype == np.float32
 
 
 @pytest.mark.parametrize("solver", ["em", "squarem"])
