@@ -304,15 +304,41 @@ def logsumexp(xp, x, axis):
     return xp.squeeze(total + top, axis=axis)
 
 
-def result_array(xp, values, like):
-    """A host result (a ``K``-vector) in the namespace and on the device of ``like``.
+def result_dtype(xp, like):
+    """The float dtype of a result computed from the data array ``like``.
 
-    A Dask array for Dask input; float64 as on the NumPy path (float32 on a
-    device without float64).
+    The float dtype of ``like`` itself (float32 in, float32 out); float64 for
+    integer data such as labels (float32 on a device without float64).
     """
-    dtype = work_dtype(xp, device_of(like))
+    dtype = getattr(like, "dtype", None)
+    if isinstance(like, (np.ndarray, np.generic)) or not _is_foreign(like):
+        return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    if dtype in (xp.float32, xp.float64):
+        return dtype
+    return work_dtype(xp, device_of(like))
+
+
+def result_array(xp, values, like):
+    """A host result (a ``K``-vector) in the namespace, device, dtype of ``like``.
+
+    The solvers compute in float64; the result is cast once, here, to the
+    dtype of :func:`result_dtype`. A new
+    NumPy array for NumPy input (state is never handed out), a Dask array for
+    Dask input.
+    """
+    dtype = result_dtype(xp, like)
+    if not _is_foreign(like):
+        return np.array(values, dtype=dtype)
     if is_dask(xp):
         import dask.array as da
 
         return da.from_array(np.asarray(values, dtype=_numpy_dtype(xp, dtype)))
     return xp.asarray(np.asarray(values), device=device_of(like), dtype=dtype)
+
+
+def cast_result(xp, array, like):
+    """``array`` (computed in the working dtype) in the float dtype of ``like``.
+
+    :func:`result_dtype`; no copy where it already is in it.
+    """
+    return xp.astype(array, result_dtype(xp, like), copy=False)
