@@ -127,8 +127,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     online_prior_ : ndarray of shape (n_classes,)
         The on-line estimate from the batches given to :meth:`update_prior`
         since ``fit`` or :meth:`reset_prior`, up to and including the last
-        one (the starting prior before any), float64, in the array namespace
-        and on the device of the inner model's posteriors for the last batch.
+        one (the starting prior before any), in the array namespace, on the
+        device and in the float dtype of the inner model's posteriors for the
+        last batch.
     n_seen_ : int
         Number of samples behind ``online_prior_``.
     online_shifted_ : bool
