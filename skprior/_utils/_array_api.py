@@ -311,20 +311,18 @@ def result_dtype(xp, like):
     integer data such as labels (float32 on a device without float64).
     """
     dtype = getattr(like, "dtype", None)
-    if isinstance(like, (np.ndarray, np.generic)) or not _is_foreign(like):
+    if not _is_foreign(like):
         return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    if dtype in (xp.float32, xp.float64):
-        return dtype
-    return work_dtype(xp, device_of(like))
+    floats = (xp.float32, xp.float64)
+    return dtype if dtype in floats else work_dtype(xp, device_of(like))
 
 
 def result_array(xp, values, like):
     """A host result (a ``K``-vector) in the namespace, device, dtype of ``like``.
 
     The solvers compute in float64; the result is cast once, here, to the
-    dtype of :func:`result_dtype`. A new
-    NumPy array for NumPy input (state is never handed out), a Dask array for
-    Dask input.
+    dtype of :func:`result_dtype`. A new NumPy array for NumPy input (state
+    is never handed out), a Dask array for Dask input.
     """
     dtype = result_dtype(xp, like)
     if not _is_foreign(like):
@@ -339,6 +337,6 @@ def result_array(xp, values, like):
 def cast_result(xp, array, like):
     """``array`` (computed in the working dtype) in the float dtype of ``like``.
 
-    :func:`result_dtype`; no copy where it already is in it.
+    That of :func:`result_dtype`; no copy where ``array`` already has it.
     """
     return xp.astype(array, result_dtype(xp, like), copy=False)
