@@ -16,6 +16,8 @@ Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
 passes such an array: skprior works without them.
 """
 
+import contextlib
+import contextvars
 import functools
 
 import numpy as np
@@ -304,6 +306,24 @@ def logsumexp(xp, x, axis):
     return xp.squeeze(total + top, axis=axis)
 
 
+# Set inside the wrappers (:func:`working_dtype_results`): their fitted state
+# keeps the solvers' float64, whatever the dtype of the inner model's outputs.
+_WORKING_DTYPE_RESULTS = contextvars.ContextVar("working_dtype", default=False)
+
+
+@contextlib.contextmanager
+def working_dtype_results():
+    """Results in the working dtype (float64 where the device has it) within.
+
+    Not the input's: for a wrapper's own use of the array functions.
+    """
+    token = _WORKING_DTYPE_RESULTS.set(True)
+    try:
+        yield
+    finally:
+        _WORKING_DTYPE_RESULTS.reset(token)
+
+
 def result_dtype(xp, like):
     """The float dtype of a result computed from the data array ``like``.
 
@@ -311,10 +331,12 @@ def result_dtype(xp, like):
     integer data such as labels (float32 on a device without float64).
     """
     dtype = getattr(like, "dtype", None)
+    keep = not _WORKING_DTYPE_RESULTS.get()
     if not _is_foreign(like):
-        return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    floats = (xp.float32, xp.float64)
-    return dtype if dtype in floats else work_dtype(xp, device_of(like))
+        keep = keep and dtype in (np.float32, np.float64)
+        return dtype if keep else np.dtype(np.float64)
+    keep = keep and dtype in (xp.float32, xp.float64)
+    return dtype if keep else work_dtype(xp, device_of(like))
 
 
 def result_array(xp, values, like):
