@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import column_or_1d
 
-from skprior._utils._array_api import get_namespace
+from skprior._utils._array_api import get_namespace, working_dtype_results
 from skprior._utils._sklearn_compat import StrOptions, validate_params
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._solvers import host, like
@@ -203,13 +203,13 @@ def effective_train_prior(
             "sample_weight gives every class weight 0: pass the weights the "
             "model was trained with."
         )
-    prior = like(prior / prior.sum(), given)
     # The dtype of float weights, else of float labels (float32 in, float32
     # out, as for data elsewhere); integer labels alone give float64.
-    floats = [
-        np.asarray(a) for a in (given_weights, y) if np.asarray(a).dtype.kind == "f"
-    ]
-    if floats and floats[0].dtype == np.float32:
+    floats = [np.asarray(a).dtype for a in (given_weights, y)]
+    floats = [dtype for dtype in floats if dtype.kind == "f"]
+    with working_dtype_results():  # (float64 where the device has it)
+        prior = like(prior / prior.sum(), given)
+    if floats and floats[0] == np.float32:
         xp = get_namespace(given)[0]
         prior = xp.astype(prior, xp.float32)
     return prior
