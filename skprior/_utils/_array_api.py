@@ -16,7 +16,6 @@ Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
 passes such an array: skprior works without them.
 """
 
-import contextlib
 import contextvars
 import functools
 
@@ -311,17 +310,27 @@ def logsumexp(xp, x, axis):
 _WORKING_DTYPE_RESULTS = contextvars.ContextVar("working_dtype", default=False)
 
 
-@contextlib.contextmanager
-def working_dtype_results():
+class working_dtype_results:  # (lower case: used as a function, a decorator)
     """Results in the working dtype (float64 where the device has it) within.
 
-    Not the input's: for a wrapper's own use of the array functions.
+    Not the input's: for a wrapper's own use of the array functions. A
+    context manager, or a decorator of a method (defined here, not with
+    :mod:`contextlib`, so that :func:`warn_user` skips its frame too).
     """
-    token = _WORKING_DTYPE_RESULTS.set(True)
-    try:
-        yield
-    finally:
-        _WORKING_DTYPE_RESULTS.reset(token)
+
+    def __enter__(self):
+        self.token = _WORKING_DTYPE_RESULTS.set(True)
+
+    def __exit__(self, *exc_info):
+        _WORKING_DTYPE_RESULTS.reset(self.token)
+
+    def __call__(self, method):
+        @functools.wraps(method)
+        def in_working_dtype(*args, **kwargs):
+            with working_dtype_results():  # (a new one per call: re-entrant)
+                return method(*args, **kwargs)
+
+        return in_working_dtype
 
 
 def result_dtype(xp, like):
