@@ -16,6 +16,7 @@ Nothing here imports ``array-api-compat`` (or Dask, or PyTorch) until a caller
 passes such an array: skprior works without them.
 """
 
+import contextvars
 import functools
 
 import numpy as np
@@ -304,15 +305,69 @@ def logsumexp(xp, x, axis):
     return xp.squeeze(total + top, axis=axis)
 
 
-def result_array(xp, values, like):
-    """A host result (a ``K``-vector) in the namespace and on the device of ``like``.
+# Set inside the wrappers (:func:`working_dtype_results`): their fitted state
+# keeps the solvers' float64, whatever the dtype of the inner model's outputs.
+_WORKING_DTYPE_RESULTS = contextvars.ContextVar("working_dtype", default=False)
 
-    A Dask array for Dask input; float64 as on the NumPy path (float32 on a
-    device without float64).
+
+class working_dtype_results:  # (lower case: used as a function, a decorator)
+    """Results in the working dtype (float64 where the device has it) within.
+
+    Not the input's: for a wrapper's own use of the array functions. A
+    context manager, or a decorator of a method (defined here, not with
+    :mod:`contextlib`, so that :func:`warn_user` skips its frame too).
     """
-    dtype = work_dtype(xp, device_of(like))
+
+    def __enter__(self):
+        self.token = _WORKING_DTYPE_RESULTS.set(True)
+
+    def __exit__(self, *exc_info):
+        _WORKING_DTYPE_RESULTS.reset(self.token)
+
+    def __call__(self, method):
+        @functools.wraps(method)
+        def in_working_dtype(*args, **kwargs):
+            with working_dtype_results():  # (a new one per call: re-entrant)
+                return method(*args, **kwargs)
+
+        return in_working_dtype
+
+
+def result_dtype(xp, like):
+    """The float dtype of a result computed from the data array ``like``.
+
+    The float dtype of ``like`` itself (float32 in, float32 out); float64 for
+    integer data such as labels (float32 on a device without float64).
+    """
+    dtype = getattr(like, "dtype", None)
+    keep = not _WORKING_DTYPE_RESULTS.get()
+    if not _is_foreign(like):
+        keep = keep and dtype in (np.float32, np.float64)
+        return dtype if keep else np.dtype(np.float64)
+    keep = keep and dtype in (xp.float32, xp.float64)
+    return dtype if keep else work_dtype(xp, device_of(like))
+
+
+def result_array(xp, values, like):
+    """A host result (a ``K``-vector) in the namespace, device, dtype of ``like``.
+
+    The solvers compute in float64; the result is cast once, here, to the
+    dtype of :func:`result_dtype`. A new NumPy array for NumPy input (state
+    is never handed out), a Dask array for Dask input.
+    """
+    dtype = result_dtype(xp, like)
+    if not _is_foreign(like):
+        return np.array(values, dtype=dtype)
     if is_dask(xp):
         import dask.array as da
 
         return da.from_array(np.asarray(values, dtype=_numpy_dtype(xp, dtype)))
     return xp.asarray(np.asarray(values), device=device_of(like), dtype=dtype)
+
+
+def cast_result(xp, array, like):
+    """``array`` (computed in the working dtype) in the float dtype of ``like``.
+
+    That of :func:`result_dtype`; no copy where ``array`` already has it.
+    """
+    return xp.astype(array, result_dtype(xp, like), copy=False)

@@ -9,7 +9,7 @@ numerics are in those modules' array functions, which it only calls.
 import numpy as np
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import get_namespace, safe_log
+from skprior._utils._array_api import get_namespace, safe_log, working_dtype_results
 from skprior._utils._constraints import (
     CONSTRAINTS,
     constraints,
@@ -239,6 +239,8 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             )
         return logits
 
+    # (fitted state in float64 whatever the dtype of the inner model's output)
+    @working_dtype_results()
     def _fit_post_hoc(self, X, y_index, sample_weight):
         for name in _FITTED:  # left by an earlier fit with another method
             if hasattr(self, name):

@@ -95,8 +95,8 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
     Returns
     -------
     weights : array of shape (n_classes,)
-        The class factors :math:`w`, float64, in the namespace and on the
-        device of ``logits`` (as are the biases).
+        The class factors :math:`w`, in the namespace, on the device and in
+        the float dtype of ``logits`` (as are the biases; fitted in float64).
     bias : array of shape (n_classes,)
         :math:`b`, with mean zero (softmax does not change when a constant is
         added to every class); zeros when ``bias=False``.
@@ -311,7 +311,8 @@ def fit_dirichlet_calibration(
     Returns
     -------
     matrix : array of shape (n_classes, n_classes)
-        :math:`W`, float64, in the namespace and on the device of ``logits``.
+        :math:`W`, in the namespace, on the device and in the float dtype of
+        ``logits`` (fitted in float64).
     bias : array of shape (n_classes,)
         :math:`b`, with mean zero (likewise).
 

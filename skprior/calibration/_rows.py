@@ -104,8 +104,8 @@ class Rows:
         return from_host(self.xp, values, self.device, self.dtype)
 
     def result(self, values):
-        """A fitted host array in the caller's namespace and on its device."""
-        return values if self.is_numpy else result_array(self.xp, values, self.values)
+        """A fitted host array in the caller's namespace, device and float dtype."""
+        return result_array(self.xp, values, self.values)
 
     def dot(self, a, b):
         """``sum_i a_i b_i`` (NumPy's BLAS dot)."""

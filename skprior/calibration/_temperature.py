@@ -229,8 +229,8 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     temperature : float
         :math:`T > 0`.
     bias : array of shape (n_classes,)
-        :math:`b`, with mean zero; float64, in the namespace and on the device
-        of ``logits``.
+        :math:`b`, with mean zero; in the namespace, on the device and in the
+        float dtype of ``logits`` (fitted in float64).
 
     Warns
     -----

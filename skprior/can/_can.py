@@ -11,6 +11,7 @@ import numpy as np
 from skprior._base import BasePriorClassifier
 from skprior._utils._array_api import (
     _is_foreign,
+    cast_result,
     device_of,
     from_host,
     get_namespace,
@@ -73,7 +74,8 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     Returns
     -------
     uncertainty : ndarray of shape (n_samples,)
-        Values in [0, 1]; 1 is most uncertain.
+        Values in [0, 1]; 1 is most uncertain. In the namespace, on the device
+        and in the float dtype of ``proba`` (computed in float64).
 
     References
     ----------
@@ -93,7 +95,7 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     xp, is_numpy = get_namespace(proba)
     proba = check_proba(proba)
     k = resolve_k(k, proba.shape[1], kind)
-    return topk_uncertainty(xp, is_numpy, proba, k, kind)
+    return cast_result(xp, topk_uncertainty(xp, is_numpy, proba, k, kind), proba)
 
 
 @validate_params(

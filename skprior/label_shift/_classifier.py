@@ -11,7 +11,7 @@ import warnings
 from sklearn.utils.validation import check_is_fitted
 
 from skprior._base import BasePriorClassifier
-from skprior._utils._array_api import get_namespace
+from skprior._utils._array_api import get_namespace, working_dtype_results
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -278,6 +278,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     # -- fit -----------------------------------------------------------------------
 
+    # (fitted state in float64 whatever the dtype of the inner model's output)
+    @working_dtype_results()
     def _fit_post_hoc(self, X, y_index, sample_weight):
         n_classes = len(self.classes_)
         self._fitted_method = self.method
@@ -362,6 +364,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     # -- the prior of a batch ------------------------------------------------------
 
+    @working_dtype_results()
     def _estimate(self, proba):
         return estimate_test_prior(
             proba,

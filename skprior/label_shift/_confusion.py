@@ -73,7 +73,8 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     -------
     prior : ndarray of shape (n_classes,)
         The estimate. With ``"clip"``, the held-out prior if every ``w`` clips
-        to 0.
+        to 0. In the namespace, on the device and in the float dtype of
+        ``proba`` (computed in float64).
 
     See Also
     --------
@@ -168,7 +169,8 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
     Returns
     -------
     prior : ndarray of shape (n_classes,)
-        The estimate (the held-out prior if every weight is 0).
+        The estimate (the held-out prior if every weight is 0), in the
+        namespace, on the device and in the float dtype of ``proba``.
 
     See Also
     --------
@@ -263,7 +265,8 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
     Returns
     -------
     confusion : ndarray of shape (n_classes, n_classes)
-        :math:`C`, for :func:`bbse_test_prior`.
+        :math:`C`, for :func:`bbse_test_prior`, in the namespace, on the
+        device and in the float dtype of ``proba``.
 
     See Also
     --------

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
@@ -62,6 +63,7 @@ class StreamState:
             # K x K, computed once per stream: each batch then costs a product.
             self.bbse_inverse = np.linalg.pinv(est.confusion_)
 
+    @working_dtype_results()  # (the stream's state stays float64)
     def update(self, est, proba):
         """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``."""
         n_rows = proba.shape[0]

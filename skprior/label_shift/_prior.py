@@ -3,7 +3,8 @@
 The array functions: Bayes' rule to a new prior (:func:`adjust_to_prior`), the
 maximum-likelihood or MAP test prior of an unlabelled batch
 (:func:`estimate_test_prior`) and the source prior (:func:`estimate_source_prior`).
-Each takes arrays of any array API namespace and returns its results in it.
+Each takes arrays of any array API namespace and returns its results in it,
+in the input's float dtype (float32 in, float32 out; computed in float64).
 The confusion-based estimates (BBSE, RLLS) are in ``_confusion.py``, the
 solvers in ``_solvers.py``, the policy "test for shift, then estimate" in
 ``_policy.py``, and the estimator that calls them,
@@ -50,7 +51,8 @@ class PriorEstimate:
     Attributes
     ----------
     prior : ndarray of shape (n_classes,)
-        The estimated test prior (sums to one).
+        The estimated test prior (sums to one), in the namespace, on the
+        device and in the float dtype of ``proba`` (computed in float64).
     n_iter : int
         Iterations of the solver (EM steps, SQUAREM cycles or gradient steps).
     n_passes : int
@@ -179,7 +181,8 @@ def estimate_test_prior(
     ----------
     proba : array-like of shape (n_samples, n_classes)
         Posteriors of the batch under the training prior; rows sum to one.
-        Computation is in float64 whatever the input dtype.
+        Computation is in float64 whatever the input dtype; the estimate is
+        returned in the input's float dtype (float32 in, float32 out).
     train_prior : array-like of shape (n_classes,)
         The prior ``q`` the posteriors are calibrated to; strictly positive.
     method : {"mle", "map"}, default="mle"
@@ -370,7 +373,8 @@ def estimate_source_prior(proba, y=None, *, source="labels", sample_weight=None)
     Returns
     -------
     prior : ndarray of shape (n_classes,)
-        Sums to one.
+        Sums to one; in the namespace, on the device and in the float dtype
+        of ``proba``.
 
     References
     ----------

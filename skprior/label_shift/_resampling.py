@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import column_or_1d
 
+from skprior._utils._array_api import get_namespace, working_dtype_results
 from skprior._utils._sklearn_compat import StrOptions, validate_params
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._solvers import host, like
@@ -120,7 +121,9 @@ def effective_train_prior(
     -------
     prior : ndarray of shape (n_classes,)
         :math:`q^{\text{eff}}`, summing to one, in the order of ``np.unique(y)``
-        (an array of the namespace and device of ``y``).
+        (an array of the namespace and device of ``y``). In the float dtype
+        of ``sample_weight`` where it is a float array, else of ``y`` where
+        it is, else float64 (integer labels).
 
     See Also
     --------
@@ -179,7 +182,8 @@ def effective_train_prior(
     if y.size == 0:
         raise ValueError("y is empty: pass the training labels.")
     classes, y_index = np.unique(y, return_inverse=True)
-    weights = check_sample_weight(host(sample_weight), y.size)
+    given_weights = host(sample_weight)
+    weights = check_sample_weight(given_weights, y.size)
     prior = np.bincount(y_index, weights=weights, minlength=classes.size)
     counts = np.bincount(y_index, minlength=classes.size)
     if resampled_counts is not None:
@@ -199,4 +203,13 @@ def effective_train_prior(
             "sample_weight gives every class weight 0: pass the weights the "
             "model was trained with."
         )
-    return like(prior / prior.sum(), given)
+    # The dtype of float weights, else of float labels (float32 in, float32
+    # out, as for data elsewhere); integer labels alone give float64.
+    floats = [np.asarray(a).dtype for a in (given_weights, y)]
+    floats = [dtype for dtype in floats if dtype.kind == "f"]
+    with working_dtype_results():  # (float64 where the device has it)
+        prior = like(prior / prior.sum(), given)
+    if floats and floats[0] == np.float32:
+        xp = get_namespace(given)[0]
+        prior = xp.astype(prior, xp.float32)
+    return prior

@@ -433,11 +433,12 @@ def weighted_counts(index, weights, n_bins):
     if is_numpy:
         return np.bincount(index, weights=weights, minlength=n_bins).astype(float)
     bins = xp.arange(n_bins, device=device_of(index))
+    dtype = work_dtype(xp, device_of(index))  # (float32 on a device without float64)
 
     def one_block(block):
         hits = index[block, None] == bins[None, :]
         chosen = hits if weights is None else xp.where(hits, weights[block, None], 0)
-        return (xp.sum(xp.astype(chosen, xp.float64), axis=0),)
+        return (xp.sum(xp.astype(chosen, dtype), axis=0),)
 
     (counts,) = sum_blocks(xp, index.shape[0], n_bins, one_block)
     return np.asarray(counts, dtype=np.float64)
@@ -512,10 +513,7 @@ def host(value):
 def like(values, array):
     """The host vector ``values`` in the namespace and on the device of ``array``.
 
-    A copy on NumPy (state is never handed out); float64 as on NumPy (float32
-    on a device without it).
+    A copy on NumPy (state is never handed out); in the float dtype of
+    ``array`` (float64 for integer arrays): see :func:`result_array`.
     """
-    xp, is_numpy = get_namespace(array)
-    if is_numpy:
-        return np.array(values, dtype=np.float64)
-    return result_array(xp, values, array)
+    return result_array(get_namespace(array)[0], values, array)

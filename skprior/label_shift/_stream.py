@@ -129,7 +129,8 @@ class CumulativePrior:
     ----------
     prior_ : ndarray of shape (n_classes,)
         The estimate from every row given so far (``train_prior`` before any),
-        float64, in the array namespace and on the device of the last batch.
+        in the array namespace, on the device and in the float dtype of the
+        last batch (float64 for a non-float ``train_prior``).
     n_seen_ : int
         Number of rows given.
     n_folded_ : int
@@ -323,8 +324,9 @@ class FollowTheHistory:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch, float64, in the array namespace and
-        on the device of the last estimate (of ``start`` before any).
+        The prediction for the next batch, in the array namespace, on the
+        device and in the float dtype of the last estimate (of ``start``
+        before any; float64 for a non-float one).
     n_updates_ : int
         Number of estimates given.
 
@@ -413,8 +415,9 @@ class FLHFTL:
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
-        The prediction for the next batch, float64, in the array namespace and
-        on the device of the last estimate (of ``start`` before any).
+        The prediction for the next batch, in the array namespace, on the
+        device and in the float dtype of the last estimate (of ``start``
+        before any; float64 for a non-float one).
     n_updates_ : int
         Number of estimates given.
     n_experts_ : int

@@ -256,9 +256,8 @@ def reliability_curve(
     bin_weight : ndarray of shape (n_nonempty_bins,)
         Fraction of the total weight in each non-empty bin.
 
-        For ``y_proba`` of another array API library (PyTorch, CuPy, JAX,
-        Dask...), the three are arrays of its namespace and device, in
-        float64 (float32 on a device without it).
+        The three are arrays of the namespace, device and float dtype of
+        ``y_proba`` (float32 in, float32 out), computed in float64.
 
     See Also
     --------
@@ -290,4 +289,4 @@ def reliability_curve(
         value_sum[full] / weight[full],
         weight[full] / total,
     )
-    return curve if is_numpy else tuple(result_array(xp, c, proba) for c in curve)
+    return tuple(result_array(xp, c, proba) for c in curve)

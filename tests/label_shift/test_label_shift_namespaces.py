@@ -75,12 +75,15 @@ def _host(array):
 
 
 def _check(result, like, expected, tolerance):
-    """``result`` is a float64 array of the namespace and device of ``like``
-    (as NumPy's priors are float64), equal to ``expected``."""
+    """``result`` is an array of the namespace, device and float dtype of
+    ``like`` (float64 for integer labels), equal to ``expected`` (NumPy's
+    result, of the same dtype)."""
     xp = array_api_compat.array_namespace(like)
     assert array_api_compat.array_namespace(result) is xp
     assert array_api_compat.device(result) == array_api_compat.device(like)
-    assert result.dtype == xp.float64
+    single = like.dtype == xp.float32
+    assert result.dtype == (xp.float32 if single else xp.float64)
+    assert expected.dtype == (np.float32 if single else np.float64)
     np.testing.assert_allclose(_host(result), expected, rtol=0, atol=tolerance)
 
 

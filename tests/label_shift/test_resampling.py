@@ -90,6 +90,25 @@ def test_sample_weight_counts_weighted_rows():
     np.testing.assert_allclose(prior, np.array([2, 8]) / 10)
 
 
+def test_prior_dtype_follows_the_float_weights_else_the_labels():
+    """float32 weights (else float32 labels) give a float32 prior, the float64
+    one rounded; integer labels alone, or float64 weights, give float64."""
+    y = np.array([0, 0, 1, 2, 2, 2])
+    w = np.array([1.0, 0.5, 2.0, 1.0, 1.0, 0.25])
+    exact = np.bincount(y, weights=w) / w.sum()
+    assert effective_train_prior(y).dtype == np.float64
+    for weights, labels, dtype in [
+        (w, y, np.float64),
+        (w.astype(np.float32), y, np.float32),
+        (w, y.astype(np.float32), np.float64),
+        (None, y.astype(np.float32), np.float32),
+    ]:
+        prior = effective_train_prior(labels, sample_weight=weights)
+        assert prior.dtype == dtype
+        if weights is not None:
+            np.testing.assert_array_equal(prior, exact.astype(dtype))
+
+
 def test_bad_input_names_the_argument(imbalanced):
     """Unknown labels, wrong lengths and zero rates are refused with the fix."""
     _, y = imbalanced

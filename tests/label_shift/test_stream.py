@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import make_blobs
 from sklearn.linear_model import LogisticRegression
 
@@ -14,6 +15,7 @@ from skprior import (
     CumulativePrior,
     FollowTheHistory,
     PriorAdaptedClassifier,
+    estimate_source_prior,
     estimate_test_prior,
 )
 
@@ -384,3 +386,39 @@ def test_cumulative_mle_warns_with_a_budget_below_the_classes():
     assert tracker.n_folded_ == 1
     with pytest.warns(UserWarning, match=r"from 2 row\(s\)"):
         tracker.update(row)
+
+
+class _Float32Model(ClassifierMixin, BaseEstimator):
+    """A fitted "model" whose posteriors are its input rows, in float32."""
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+    def predict_proba(self, X):
+        return np.asarray(X, dtype=np.float32)
+
+
+@pytest.mark.parametrize("method", ["mle", "bbse"])
+def test_wrapper_state_stays_float64_for_a_float32_model(method):
+    """The array functions return float32 for float32 posteriors, but the
+    wrapper's fitted state and stream stay float64 (rounded only where it is
+    published: online_prior_ follows the batch's dtype)."""
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), size=900).astype(np.float32)
+    y = np.array([rng.choice(3, p=p / p.sum()) for p in proba.astype(np.float64)])
+    model = PriorAdaptedClassifier(
+        _Float32Model().fit(proba, y),
+        method=method,
+        source_prior="mean_posterior",
+        shift_level=None,
+    ).fit(proba[:300], y[:300])
+    assert model.train_prior_.dtype == np.float64
+    np.testing.assert_array_equal(
+        model.train_prior_.astype(np.float32),
+        estimate_source_prior(proba[:300], source="mean_posterior"),
+    )
+    assert model.estimate_prior(proba[300:600]).dtype == np.float64
+    model.update_prior(proba[600:])
+    assert model.online_prior_.dtype == np.float32

@@ -220,14 +220,21 @@ def test_bad_input_raises_clear_error(y_true, y_proba, kwargs, match):
 
 @pytest.mark.parametrize("strategy", ["uniform", "quantile"])
 def test_reliability_curve_gives_the_ece(strategy):
-    """sum_m weight_m |accuracy_m - confidence_m| is the top-label ECE."""
-    proba, y = load_model_outputs("lenet-5-cifar-10")
+    """sum_m weight_m |accuracy_m - confidence_m| is the top-label ECE; for
+    float32 posteriors the curve is the float64 one (computed alike) rounded
+    to float32."""
+    proba32, y = load_model_outputs("lenet-5-cifar-10")
+    proba = proba32.astype(np.float64)
     accuracy, confidence, weight = reliability_curve(y, proba, strategy=strategy)
     assert weight.sum() == pytest.approx(1)
     assert np.all(np.diff(confidence) > 0)
     assert np.dot(weight, np.abs(accuracy - confidence)) == pytest.approx(
-        expected_calibration_error(y, proba, strategy=strategy), abs=1e-12
+        expected_calibration_error(y, proba32, strategy=strategy), abs=1e-12
     )
+    curve32 = reliability_curve(y, proba32, strategy=strategy)
+    for got, wanted in zip(curve32, (accuracy, confidence, weight), strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, wanted.astype(np.float32))
 
 
 def test_reliability_curve_bins_by_hand():
