@@ -17,11 +17,10 @@ from skprior._multilabel import (
     read_form,
 )
 from skprior._utils._array_api import (
-    device_of,
     get_namespace,
     namespace_of,
+    result_array,
     to_host,
-    work_dtype,
 )
 from skprior._utils._sklearn_compat import validate_params
 from skprior.calibration._temperature import softmax_temperature
@@ -135,10 +134,7 @@ def _assemble(results, kind, form, like):
     if kind == "rows":
         return xp.stack(results, axis=1)
     if all(np.ndim(r) == 0 and isinstance(r, (int, float, np.number)) for r in results):
-        dtype = like.dtype
-        if not xp.isdtype(dtype, "real floating"):
-            dtype = work_dtype(xp, device_of(like))
-        return xp.asarray(np.array(results), dtype=dtype, device=device_of(like))
+        return result_array(xp, np.array(results, dtype=np.float64), like)
     arrays = all(isinstance(r, np.ndarray) or namespace_of(r) for r in results)
     if arrays and len({tuple(r.shape) for r in results}) == 1:
         return xp.stack(results)

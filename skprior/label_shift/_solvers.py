@@ -26,6 +26,7 @@ from skprior._utils._array_api import (
     get_namespace,
     map_blocks,
     namespace_of,
+    native_bincount,
     result_array,
     sum_blocks,
     to_host,
@@ -426,12 +427,15 @@ def weighted_counts(index, weights, n_bins):
     """``sum_i weights_i [index_i = b]`` for ``b < n_bins``, a host float64 vector.
 
     ``index`` and ``weights`` are arrays of one namespace (``weights`` may be
-    None: counts); on NumPy a ``bincount``, elsewhere one-hot sums by row
-    block (one Dask compute).
+    None: counts); a ``bincount`` where the library has one, elsewhere one-hot
+    sums by row block (one Dask compute).
     """
     xp, is_numpy = get_namespace(index)
     if is_numpy:
         return np.bincount(index, weights=weights, minlength=n_bins).astype(float)
+    counts = native_bincount(index, weights, n_bins)
+    if counts is not None:
+        return np.asarray(to_host(xp, counts)[0], dtype=np.float64)
     bins = xp.arange(n_bins, device=device_of(index))
     dtype = work_dtype(xp, device_of(index))  # (float32 on a device without float64)
 
