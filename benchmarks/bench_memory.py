@@ -7,7 +7,7 @@ numpy reports its allocations to ``tracemalloc``, so these are the arrays the
 call creates, not the process's resident size.
 
 The computations that are not a single pass work over row blocks of about
-2**22 entries (``skprior._utils._validation.BLOCK_ELEMENTS``), so the peaks tend to a
+2**22 entries (``skprior._utils._kernels.BLOCK_ELEMENTS``), so the peaks tend to a
 constant times the input as the batch grows: at 8,192 x 1,024 one block's
 temporaries still weigh as much as the input, at 32,768 x 1,024 (the default)
 a quarter. CAN is given ``tau=0.5`` here, which makes most rows low-confidence

@@ -104,7 +104,7 @@ def topk_uncertainty(xp, is_numpy, proba, k, kind, overwrite=False):
             j = xp.arange(2, n_classes + 1, dtype=dtype, device=device_of(rows))
             entropy = xp.max((xp.log(mass) - plogp / mass) / xp.log(j), axis=1)
         else:
-            top = xp.astype(_top_k(xp, is_numpy, rows, k, overwrite), dtype)
+            top = xp.astype(_top_k(xp, is_numpy, rows, k, overwrite), dtype, copy=False)
             if kind == "renormalized":
                 top = top / xp.sum(top, axis=1, keepdims=True)
             log_n = np.log(k if kind == "renormalized" else n_classes)
@@ -238,7 +238,7 @@ def _one_step(xp, is_numpy, column_sums, in_logs, prior, alpha, rows):
     1 / (1 + exp(log C - alpha log b))`` keeps its precision where both powers
     underflow; the renormalisation is then a softmax of ``log q`` plus its log.
     """
-    rows = xp.astype(rows, column_sums.dtype)
+    rows = xp.astype(rows, column_sums.dtype, copy=False)
     if in_logs:
         gap = column_sums - alpha * xp.log(rows)
         # 0 / 0 = 0: a class that neither the row nor the reference predicts
@@ -302,7 +302,7 @@ def _iterate_block(
     scales spread wider (large ``alpha ** n_iter``) is flagged, for the
     computation in logs.
     """
-    log_b = xp.log(xp.astype(block, log_prior.dtype))
+    log_b = xp.log(xp.astype(block, log_prior.dtype, copy=False))
     # ``u ** alpha`` enters only through the column sums, as the weights of the
     # reference rows; keep it as ``exp(scaled_u - shift)`` with entries <= 1.
     scaled_u = alpha * log_u + log_weight
