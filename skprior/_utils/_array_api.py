@@ -41,11 +41,9 @@ def _is_foreign(array):
 
 @functools.cache  # (every NumPy check asks: a failed import is not cached)
 def numpy_namespace():
-    """array-api-compat's NumPy namespace (the installed one, else scikit-learn's)."""
-    try:
-        import array_api_compat.numpy as numpy_xp
-    except ImportError:
-        from skprior._utils._sklearn_compat import numpy_xp
+    """array-api-compat's NumPy namespace: NumPy as the standard spells it."""
+    import array_api_compat.numpy as numpy_xp
+
     return numpy_xp
 
 
@@ -67,10 +65,10 @@ def namespace_of(*arrays):
         return None
     try:
         import array_api_compat
-    except ImportError as exc:  # pragma: no cover - the test extra installs it
+    except ImportError as exc:  # pragma: no cover - a dependency
         raise ImportError(
             f"skprior needs array-api-compat for {type(foreign[0]).__module__} "
-            f"arrays: pip install 'skprior[array-api]' (or pass NumPy arrays)."
+            f"arrays: pip install array-api-compat (a dependency of skprior)."
         ) from exc
     try:
         return array_api_compat.array_namespace(*foreign)

@@ -4,7 +4,6 @@ They change between releases; keeping them here means one file to mend.
 """
 
 from sklearn.base import _fit_context
-from sklearn.externals.array_api_compat import numpy as numpy_xp
 from sklearn.utils._param_validation import (
     HasMethods,
     Hidden,
@@ -22,7 +21,6 @@ __all__ = [
     "StrOptions",
     "_fit_context",
     "_num_samples",
-    "numpy_xp",
     "validate_parameter_constraints",
     "validate_params",
 ]

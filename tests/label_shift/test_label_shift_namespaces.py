@@ -230,8 +230,8 @@ import sys, warnings
 
 class Absent:  # an import hook: these packages are not installed
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("array_api_compat", "array_api_strict", "dask",
-                                      "torch", "cupy", "jax"):
+        if name.partition(".")[0] in ("array_api_strict", "dask", "torch", "cupy",
+                                      "jax"):
             raise ImportError(f"No module named {name!r}")
 
 
