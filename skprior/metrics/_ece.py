@@ -191,10 +191,12 @@ def expected_calibration_error(
     if kind == "top_label":
         columns = [_top_label(xp, dtype, y_index, proba)]
     else:
-        columns = [
+        # (a generator: one column's float64 copies alive at a time, where a
+        # list held all of them, 4x a float32 input)
+        columns = (
             (xp.astype(proba[:, k], dtype), xp.astype(y_index == k, dtype))
             for k in range(proba.shape[1])
-        ]
+        )
     gaps = []  # (every column's, reduced together: one pass, one Dask compute)
     for values, hits in columns:
         _, value_sum, hit_sum = _binned_sums(
