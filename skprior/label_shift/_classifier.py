@@ -27,12 +27,13 @@ from skprior._utils._options import (
     SOURCE_PRIORS,
 )
 from skprior._utils._validation import check_prior, check_train_prior, warn_user
+from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._confusion import joint_confusion_matrix
 from skprior.label_shift._online import StreamState, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
-from skprior.label_shift._solvers import host, like, predicted_counts, reweight
+from skprior.label_shift._solvers import like, predicted_counts, reweight
 
 
 class PriorAdaptedClassifier(BasePriorClassifier):
@@ -295,7 +296,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         )
         proba = self._inner_proba(X) if needs_proba else None
         if self.train_prior is None and self.source_prior == "mean_posterior":
-            self.train_prior_ = host(
+            self.train_prior_ = on_host(
                 estimate_source_prior(
                     proba, source="mean_posterior", sample_weight=sample_weight
                 )
@@ -319,7 +320,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 self.test_prior, n_classes, name="test_prior", classes=self.classes_
             )
         elif self.method in ("bbse", "rlls"):
-            self.confusion_ = host(
+            self.confusion_ = on_host(
                 joint_confusion_matrix(proba, y_index, sample_weight=sample_weight)
             )
         else:
@@ -420,7 +421,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         """The method's estimate of the batch's prior, on the host."""
         if self.method in ("bbse", "rlls"):
             return confusion_prior(self, predicted_counts(proba))
-        return host(self._estimate(proba).prior)
+        return on_host(self._estimate(proba).prior)
 
     def estimate_prior(self, X):
         """Estimate the class prior of the batch ``X`` (the test prior used).

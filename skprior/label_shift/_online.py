@@ -14,9 +14,10 @@ import numpy as np
 
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
+from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
-from skprior.label_shift._solvers import host, posterior_sums, predicted_counts
+from skprior.label_shift._solvers import posterior_sums, predicted_counts
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 
@@ -95,10 +96,10 @@ class StreamState:
                     warnings.filterwarnings(
                         "ignore", "The stream's prior", category=UserWarning
                     )
-                self.prior = host(self.tracker.update(proba).prior_)
+                self.prior = on_host(self.tracker.update(proba).prior_)
         elif self.tracker is not None:
             estimate = self._batch_estimate(est, proba)
-            self.prior = host(self.tracker.update(estimate).prior_)
+            self.prior = on_host(self.tracker.update(estimate).prior_)
 
     def _batch_estimate(self, est, proba):
         """``s_t`` of the drift trackers: the method's estimate of one batch.

@@ -20,9 +20,10 @@ from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_prior, check_proba, warn_user
+from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments
-from skprior.label_shift._solvers import host, mean_posterior
+from skprior.label_shift._solvers import mean_posterior
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +167,7 @@ def label_shift_test(
                 "sample_weight weighs the rows of a two-dimensional reference; "
                 "with a prior as reference there are none. Drop sample_weight."
             )
-        reference = check_prior(host(reference), n_classes, name="reference")
+        reference = check_prior(on_host(reference), n_classes, name="reference")
         return ShiftGate(reference).test(proba, level)
     xp, is_numpy = get_namespace(reference)
     reference = check_proba(reference, name="reference")
@@ -176,7 +177,7 @@ def label_shift_test(
             f"{n_classes}: pass the same model's posteriors, with the "
             f"classes in the same columns."
         )
-    weights = check_sample_weight(host(sample_weight), reference.shape[0])
+    weights = check_sample_weight(on_host(sample_weight), reference.shape[0])
     return ShiftGate(reference, weights).test(proba, level)
 
 

@@ -17,8 +17,9 @@ from sklearn.utils.validation import column_or_1d
 
 from skprior._utils._array_api import get_namespace, working_dtype_results
 from skprior._utils._sklearn_compat import StrOptions, validate_params
+from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
-from skprior.label_shift._solvers import host, like
+from skprior.label_shift._solvers import like
 
 
 def _per_class(values, classes, name, default):
@@ -178,11 +179,11 @@ def effective_train_prior(
     array([[0.9, 0.1]])
     """
     given = y
-    y = column_or_1d(host(y), warn=True)
+    y = column_or_1d(on_host(y), warn=True)
     if y.size == 0:
         raise ValueError("y is empty: pass the training labels.")
     classes, y_index = np.unique(y, return_inverse=True)
-    given_weights = host(sample_weight)
+    given_weights = on_host(sample_weight)
     weights = check_sample_weight(given_weights, y.size)
     prior = np.bincount(y_index, weights=weights, minlength=classes.size)
     counts = np.bincount(y_index, minlength=classes.size)

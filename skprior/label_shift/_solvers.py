@@ -25,7 +25,6 @@ from skprior._utils._array_api import (
     from_host,
     get_namespace,
     map_blocks,
-    namespace_of,
     native_bincount,
     result_array,
     sum_blocks,
@@ -506,12 +505,6 @@ def fetch(xp, *arrays):
 def device(array):
     """The device of ``array`` (NumPy's needs no array-api-compat)."""
     return "cpu" if isinstance(array, np.ndarray) else device_of(array)
-
-
-def host(value):
-    """``value`` on the host: a foreign array crosses once; anything else stays."""
-    xp = namespace_of(value)
-    return value if xp is None else to_host(xp, value)[0]
 
 
 def like(values, array):

@@ -42,9 +42,9 @@ from skprior._utils._validation import (
     prior_length,
     warn_user,
 )
+from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._solvers import (
     device,
-    host,
     like,
     project_to_simplex,
     responsibility_sums,
@@ -54,7 +54,7 @@ from skprior.label_shift._solvers import (
 
 def _check_estimate(estimate, n_classes):
     """A per-batch estimate: finite, one entry per class (negatives allowed)."""
-    arr = np.array(as_numeric(host(estimate), "estimate", f"({n_classes},)"), float)
+    arr = np.array(as_numeric(on_host(estimate), "estimate", f"({n_classes},)"), float)
     # (a prior estimate is of order 1, even an unclipped BBSE one; entries of
     # 1e6 and more are a bug upstream, and overflow the simplex projection)
     if arr.shape != (n_classes,) or not np.all(np.abs(arr) < 1e6):
@@ -70,7 +70,9 @@ def _check_estimate(estimate, n_classes):
 
 def _start(start):
     """A tracker's starting prediction, checked, on the host."""
-    return check_prior(host(start), prior_length(host(start), "start"), name="start")
+    return check_prior(
+        on_host(start), prior_length(on_host(start), "start"), name="start"
+    )
 
 
 class CumulativePrior:
@@ -202,7 +204,7 @@ class CumulativePrior:
         max_iter=DEFAULT_MAX_ITER,
         tol=DEFAULT_TOL,
     ):
-        given = host(train_prior)
+        given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
         self.budget = budget
         self.dirichlet_alpha = dirichlet_alpha
