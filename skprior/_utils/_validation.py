@@ -59,7 +59,10 @@ def _row_sum_tolerance(dtype, n_classes):
 
 def _dtype_name(array):
     """``"float32"``, ``"float16"``...: dtypes of every library compare by name."""
-    return str(getattr(array, "dtype", None)).rpartition(".")[2]
+    dtype = getattr(array, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.name if dtype.kind != "f" else f"float{8 * dtype.itemsize}"
+    return str(dtype).rpartition(".")[2]
 
 
 def _precision_dtype(proba, arr):
@@ -69,9 +72,9 @@ def _precision_dtype(proba, arr):
     float64 for the computation, but its rows sum to one only to float16
     precision. A NumPy dtype, for the tolerance.
     """
-    if _dtype_name(proba) == "float16":
-        return np.dtype(np.float16)
-    return np.dtype(np.float32 if _dtype_name(arr) == "float32" else np.float64)
+    if _dtype_name(arr) == "float32":  # (float16 input became float64, not float32)
+        return np.dtype(np.float32)
+    return np.dtype(np.float16 if _dtype_name(proba) == "float16" else np.float64)
 
 
 def _check_proba_shape(shape, name, min_classes):
@@ -128,6 +131,9 @@ def _check_rows(row_sums, negative, n_classes, name, precision, logits_fix):
     finite, non-negative, summing to one within the tolerance of
     ``precision``.
     """
+    tol, off = _row_sum_tolerance(precision, n_classes), np.abs(row_sums - 1)
+    if off.max() <= tol and (negative is None or not np.any(negative)):
+        return  # (NaN fails the comparison)
     if not np.all(np.isfinite(row_sums)):
         bad = int(np.flatnonzero(~np.isfinite(row_sums))[0])
         raise ValueError(
@@ -140,8 +146,6 @@ def _check_rows(row_sums, negative, n_classes, name, precision, logits_fix):
             f"{int(np.flatnonzero(negative)[0])}), so it is not a matrix of "
             f"probabilities. If these are logits or decision scores, {logits_fix}."
         )
-    tol = _row_sum_tolerance(precision, n_classes)
-    off = np.abs(row_sums - 1)
     if off.max() > tol:
         bad = int(np.argmax(off))
         raise ValueError(
@@ -300,12 +304,12 @@ def check_prior(prior, n_classes, *, name="prior", classes=None):
             f"{name} must be a 1-D array with one entry per class ({n_classes}), "
             f"got shape {arr.shape}."
         )
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    total = arr.sum()
+    if not ((arr >= 0).all() and np.isfinite(total)):  # (NaN fails both)
         raise ValueError(
             f"{name} must be finite and non-negative, got {arr}. Pass class "
             f"frequencies (counts divided by their total)."
         )
-    total = arr.sum()
     if abs(total - 1) > 1e-6:
         raise ValueError(
             f"{name} must sum to 1, got {total:.6g}. Pass class frequencies "
@@ -339,7 +343,7 @@ def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
     with, where every class it predicts had examples.
     """
     prior = check_prior(prior, n_classes, name=name, classes=classes)
-    if np.any(prior == 0):
+    if not prior.all():
         zero = (
             np.flatnonzero(prior == 0).tolist()
             if classes is None

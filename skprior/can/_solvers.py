@@ -163,7 +163,7 @@ def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=Non
     # In float64, with a slack for the rounding of row sums of float32 input.
     slack = 1.0 + 2 * proba.shape[1] * np.finfo(proba.dtype).eps
     share = _largest_uncertain_share(k, tau) * slack
-    candidates = np.flatnonzero(row_max <= share * row_sums.astype(np.float64))
+    candidates = (row_max <= share * row_sums.astype(np.float64)).nonzero()[0]
     low = np.zeros(proba.shape[0], dtype=bool)
     # The candidates' rows are copied (and partially sorted in place) one
     # block at a time: with most rows candidates, a copy of them all would
@@ -504,7 +504,7 @@ def can_rows(
         rows = xp.take(proba, indices[block], axis=0)
         corrected, lost = solve(rows)
         row_sums = _row_sums(xp, is_numpy, corrected)
-        lost = ~xp.isfinite(row_sums) | (xp.abs(row_sums - 1) > 1e-6) | lost
+        lost = ~(xp.abs(row_sums - 1) <= 1e-6) | lost  # (NaN and inf too)
         if n_reference and bool(xp.any(lost)):
             if confident is None:  # (the confident rows, copied once)
                 confident = reference[selected], weight[selected]
