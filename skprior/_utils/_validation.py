@@ -146,13 +146,12 @@ def _check_rows(row_sums, negative, n_classes, name, precision, logits_fix):
             f"{int(np.flatnonzero(negative)[0])}), so it is not a matrix of "
             f"probabilities. If these are logits or decision scores, {logits_fix}."
         )
-    if off.max() > tol:
-        bad = int(np.argmax(off))
-        raise ValueError(
-            f"The rows of {name} must sum to 1 (within {tol:.1e}); row {bad} sums "
-            f"to {row_sums[bad]:.6g}. If these are logits or scores, {logits_fix}; "
-            f"if they are unnormalised weights, divide each row by its sum."
-        )
+    bad = int(np.argmax(off))  # (finite and non-negative: a row sum is off)
+    raise ValueError(
+        f"The rows of {name} must sum to 1 (within {tol:.1e}); row {bad} sums "
+        f"to {row_sums[bad]:.6g}. If these are logits or scores, {logits_fix}; "
+        f"if they are unnormalised weights, divide each row by its sum."
+    )
 
 
 def check_proba(
