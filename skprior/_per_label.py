@@ -16,12 +16,7 @@ from skprior._multilabel import (
     label_warnings,
     read_form,
 )
-from skprior._utils._array_api import (
-    get_namespace,
-    namespace_of,
-    result_array,
-    to_host,
-)
+from skprior._utils._array_api import get_namespace, namespace_of, result_array, to_host
 from skprior._utils._sklearn_compat import validate_params
 from skprior.calibration._temperature import softmax_temperature
 from skprior.can._can import alternating_normalization, topk_entropy

@@ -10,20 +10,14 @@ import numpy as np
 
 from skprior._base import BasePriorClassifier
 from skprior._utils._array_api import get_namespace, safe_log, working_dtype_results
-from skprior._utils._constraints import (
-    CONSTRAINTS,
-    constraints,
-)
+from skprior._utils._constraints import CONSTRAINTS, constraints
 from skprior._utils._options import (
     DEFAULT_REG_LAMBDA,
     DEFAULT_REG_MU,
     DEFAULT_TEMPERATURE_METHOD,
 )
 from skprior._utils._sklearn_compat import HasMethods, StrOptions
-from skprior._utils._validation import (
-    check_logits,
-    warn_user,
-)
+from skprior._utils._validation import check_logits, warn_user
 from skprior.calibration._classwise import (
     fit_dirichlet_calibration,
     fit_vector_scaling,

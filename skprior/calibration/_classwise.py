@@ -552,6 +552,4 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
         np.zeros(n_classes) if bias is None else check_vector(bias, n_classes, "bias")
     )
     matrix, bias = on_device(matrix), on_device(bias)
-    return apply(
-        lambda xp, rows: floored_log_proba(xp, rows) @ matrix.T + bias,
-    )
+    return apply(lambda xp, rows: floored_log_proba(xp, rows) @ matrix.T + bias)

@@ -296,7 +296,7 @@ class CumulativePrior:
                 f"(from a single row, the vertex of the class with the largest "
                 f"p_k / q_k), and posteriors adjusted to it come out near "
                 f"one-hot. Adjust only once the stream holds more rows than "
-                f"classes, or use dirichlet_alpha > 1 (MAP).",
+                f"classes, or use dirichlet_alpha > 1 (MAP)."
             )
         leaving = rows.shape[0] - self.budget
         if leaving > 0:
