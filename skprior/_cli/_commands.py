@@ -391,54 +391,37 @@ def _fit_logits(args, logits):
 
 
 def _fit_calibration(args, fit_logits, fit_labels):
-    """Fit --method; return (what to print, apply(logits), arrays for .npz)."""
-    import skprior
+    """Fit --method; return (what to print, its parameters, saved in .npz)."""
+    from skprior.calibration._classifier import fit_calibration
 
-    method, data = args.method, (fit_logits, fit_labels)
-    if method in ("nbvs", "vs"):
-        weights, bias = skprior.fit_vector_scaling(*data, bias=method == "vs")
-        what = f"class factors from {weights.min():.6g} to {weights.max():.6g}"
-        if method == "vs":
-            what += f", biases from {bias.min():.6g} to {bias.max():.6g}"
-        apply = partial(skprior.softmax_vector_scaling, weights=weights, bias=bias)
-        return what, apply, {"weights": weights, "bias": bias}
-    if method == "dirichlet":
-        reg_lambda, reg_mu = args.reg_lambda, args.reg_mu
-        if reg_lambda == "auto":
-            reg_lambda, _ = skprior.select_dirichlet_regularization(
-                *data, reg_mu=reg_mu
-            )
-        reg_mu = reg_lambda if reg_mu is None else reg_mu
-        matrix, bias = skprior.fit_dirichlet_calibration(
-            *data, reg_lambda=reg_lambda, reg_mu=reg_mu
-        )
+    fitted = fit_calibration(
+        args.method,
+        fit_logits,
+        fit_labels,
+        reg_lambda=args.reg_lambda,
+        reg_mu=args.reg_mu,
+    )
+    fitted.pop("cv_scores", None)
+    if "matrix" in fitted:
         auto = " (auto)" if args.reg_lambda == "auto" else ""
-        what = (
-            f"Dirichlet calibration, reg_lambda {reg_lambda:.6g}{auto}, "
-            f"reg_mu {reg_mu:.6g}"
+        return fitted, (
+            f"Dirichlet calibration, reg_lambda {fitted['reg_lambda']:.6g}{auto}, "
+            f"reg_mu {fitted['reg_mu']:.6g}"
         )
-        extra = {
-            "matrix": matrix,
-            "bias": bias,
-            "reg_lambda": np.float64(reg_lambda),
-            "reg_mu": np.float64(reg_mu),
-        }
-        apply = partial(skprior.softmax_dirichlet_calibration, matrix=matrix, bias=bias)
-        return what, apply, extra
-    if method == "bcts":
-        temperature, bias = skprior.fit_bias_corrected_temperature(*data)
-    else:
-        temperature, bias = skprior.fit_temperature(*data, method=method), None
-    extra = {"temperature": np.float64(temperature)}
-    if bias is not None:
-        extra["bias"] = bias
-    apply = partial(skprior.softmax_temperature, temperature=temperature, bias=bias)
-    return f"temperature {temperature:.6g}", apply, extra
+    if "weights" not in fitted:
+        return fitted, f"temperature {fitted['temperature']:.6g}"
+    weights = fitted["weights"]
+    what = f"class factors from {weights.min():.6g} to {weights.max():.6g}"
+    bias = fitted.setdefault("bias", np.zeros_like(weights))  # (nbvs: no bias)
+    if args.method == "vs":
+        what += f", biases from {bias.min():.6g} to {bias.max():.6g}"
+    return fitted, what
 
 
 def _calibrate(args):
     """Fit a calibration on labelled outputs and apply it to OUTPUTS."""
     from skprior import softmax_temperature
+    from skprior.calibration._classifier import apply_calibration
 
     _check_method_options(args, CALIBRATE_OPTIONS)
     logits = _load(args, read=read_logits)
@@ -446,13 +429,13 @@ def _calibrate(args):
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
     with _library_errors():
-        what, apply, extra = _fit_calibration(args, fit_logits, fit_labels)
+        fitted, what = _fit_calibration(args, fit_logits, fit_labels)
         before = softmax_temperature(logits, 1.0)
-        after = apply(logits)
+        after = apply_calibration(logits, fitted)
     source = args.outputs if args.fit_outputs is None else args.fit_outputs
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
     print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
-    return _finish(args, before, after, labels, extra)
+    return _finish(args, before, after, labels, fitted)
 
 
 COMMANDS = {"demo": demo, "can": _can, "adapt": _adapt, "calibrate": _calibrate}
