@@ -209,11 +209,6 @@ def per_label(func, *args, **kwargs):
            [0.1 , 0.95],
            [0.5 , 0.1 ]])
     """
-    if not callable(func):
-        raise TypeError(
-            f"func must be a callable, a two-class array function such as "
-            f"skprior.alternating_normalization; got {func!r}."
-        )
     bound = inspect.signature(func).bind(*args, **kwargs)
     arguments = bound.arguments
     data = [name for name in DATA_ARGUMENTS if arguments.get(name) is not None]

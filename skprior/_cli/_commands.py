@@ -192,8 +192,7 @@ def _can(args):
     prior = _training_prior(args, proba.shape[1])
     reference = None
     if args.reference is not None:
-        n_classes = proba.shape[1]
-        reference = _load(args, args.reference, "--reference", n_classes=n_classes)
+        reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
     with _library_errors():
