@@ -244,6 +244,8 @@ def per_label(func, *args, **kwargs):
                 split[name] = values
 
     kind = ROW_RESULTS.get(func)
+    # (probabilities of a matrix: one column kept per label, the (n, 2) goes)
+    columns = kind == "proba" and form != "list"
     like = arguments[data[0]]
     like = like[0] if form == "list" else like
     xp, is_numpy = get_namespace(like)
@@ -253,17 +255,14 @@ def per_label(func, *args, **kwargs):
             arguments[name] = values[label]
         with label_warnings(label):
             result = func(*bound.args, **bound.kwargs)
-        if kind == "proba" and form != "list" and is_numpy:
-            # (one column kept per label, written in place: the (n, 2) goes)
+        if columns and is_numpy:  # (written in place)
             if out is None:
                 out = np.empty((result.shape[0], n_labels), dtype=result.dtype)
             out[:, label] = result[:, -1]
-        elif kind == "proba" and form != "list":
-            results.append(result[:, -1])  # (stacked below, on the device)
-        else:
-            results.append(result)
+        else:  # (columns stacked below, on the device)
+            results.append(result[:, -1] if columns else result)
     if out is not None:
         return out
-    if kind == "proba" and form != "list":
+    if columns:
         return xp.stack(results, axis=1)
     return _assemble(results, kind, form, like)

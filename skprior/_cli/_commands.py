@@ -32,7 +32,7 @@ from skprior._cli._io import (
     read_outputs,
     write_array,
 )
-from skprior._cli._report import check_diagram_path, diagram, report
+from skprior._cli._report import check_diagram_path, diagram, print_change, scores
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -134,7 +134,7 @@ def _finish(args, before, after, labels, extra=None):
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
     if labels is not None:
-        report(before, after, labels)
+        print_change(scores(before, labels), scores(after, labels))
     if args.diagram is not None:
         diagram(args.diagram, before, after, labels, f"skprior {args.command}")
         _say(args, f"wrote {args.diagram}")
