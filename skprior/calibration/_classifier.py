@@ -203,24 +203,22 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
 
     def _inner_output(self, X):
         """The inner model's logits for ``X``, shape (n_samples, n_classes)."""
-        n_classes = len(self.classes_)
-        if hasattr(self.estimator_, "decision_function"):
-            scores = self._call_inner("decision_function", X)
-            # (array API dispatch: the scores stay in their namespace, on device)
-            xp, is_numpy = get_namespace(scores)
-            scores = np.asarray(scores) if is_numpy else scores
-            name = f"{type(self.estimator_).__name__}.decision_function(X)"
-            if scores.ndim == 1 and n_classes != 2:
-                raise ValueError(
-                    f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
-                    f"score is read as binary."
-                )
-            logits, _ = check_logits(scores, name, is_numpy)
-        else:
-            proba = self._inner_proba(X)
+        if not hasattr(self.estimator_, "decision_function"):
+            proba = self._inner_proba(X)  # (its columns checked against classes_)
             xp, _ = get_namespace(proba)
-            logits = safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
-            name = f"{type(self.estimator_).__name__}.predict_proba(X)"
+            return safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
+        n_classes = len(self.classes_)
+        scores = self._call_inner("decision_function", X)
+        # (array API dispatch: the scores stay in their namespace, on device)
+        _, is_numpy = get_namespace(scores)
+        scores = np.asarray(scores) if is_numpy else scores
+        name = f"{type(self.estimator_).__name__}.decision_function(X)"
+        if scores.ndim == 1 and n_classes != 2:
+            raise ValueError(
+                f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
+                f"score is read as binary."
+            )
+        logits, _ = check_logits(scores, name, is_numpy)
         if logits.shape[1] != n_classes:
             raise ValueError(
                 f"{name} has {logits.shape[1]} columns but the model has "
