@@ -18,6 +18,7 @@ from skprior._multilabel import (
 )
 from skprior._utils._array_api import get_namespace, namespace_of, result_array, to_host
 from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation_arrays import on_host
 from skprior.calibration._temperature import softmax_temperature
 from skprior.can._can import alternating_normalization, topk_entropy
 from skprior.label_shift._prior import adjust_to_prior
@@ -117,8 +118,7 @@ def _assemble(results, kind, form, like):
     ``like`` is the first multi-label argument (its first array, in list
     form); a vector of numbers comes in its float dtype.
     """
-    first = results[0]
-    if isinstance(first, tuple):
+    if isinstance(results[0], tuple):
         return tuple(
             _assemble(list(part), None, form, like)
             for part in zip(*results, strict=True)
@@ -229,11 +229,8 @@ def per_label(func, *args, **kwargs):
                 f"{name} has {len(split[name])} labels but {data[0]} has {n_labels}."
             )
     for name in PRIOR_ARGUMENTS:
-        if arguments.get(name) is not None:
-            prior, prior_xp = arguments[name], namespace_of(arguments[name])
-            if prior_xp is not None:  # (read on the host, as the functions do)
-                prior = to_host(prior_xp, prior)[0]
-            split[name] = label_values(prior, n_labels, name)
+        if arguments.get(name) is not None:  # (on the host, as the functions read it)
+            split[name] = label_values(on_host(arguments[name]), n_labels, name)
     for name in LABEL_ARGUMENTS:
         if arguments.get(name) is not None:
             split[name] = _split_labels(arguments[name], name, n_labels)

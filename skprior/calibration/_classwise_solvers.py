@@ -227,11 +227,10 @@ def fit_dirichlet(data, reg_lambda, reg_mu, start=None):
         return xp.sum(c, axis=0), c.T @ (log_p * log_p)
 
     curvature_b, curvature_m = data.sums(one_block)
-    total = data.total
-    curvature_m = curvature_m / total + (
+    curvature_m = curvature_m / data.total + (
         2 * reg_lambda / (n_classes * (n_classes - 1)) * (1 - np.eye(n_classes))
     )
-    curvature_b = curvature_b / total + 2 * reg_mu / n_classes
+    curvature_b = curvature_b / data.total + 2 * reg_mu / n_classes
     params = _minimize(
         dirichlet_loss,
         start,

@@ -118,10 +118,7 @@ class StreamState:
 def confusion_prior(est, counts):
     """BBSE or RLLS of the wrapper ``est`` from the counts of hard predictions."""
     total = counts.sum()
+    frequencies = counts / total
     if est.method == "rlls":
-        return rlls_from_frequencies(
-            counts / total, est.confusion_, est.rlls_reg, total
-        )
-    return bbse_from_frequencies(
-        counts / total, est.confusion_, DEFAULT_BBSE_PROJECTION
-    )
+        return rlls_from_frequencies(frequencies, est.confusion_, est.rlls_reg, total)
+    return bbse_from_frequencies(frequencies, est.confusion_, DEFAULT_BBSE_PROJECTION)
