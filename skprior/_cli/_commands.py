@@ -444,9 +444,9 @@ def _run(args):
     """Run a command; library warnings become one line on stderr."""
     if getattr(args, "diagram", None) is not None and args.labels is None:
         raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
-    if getattr(args, "output", None) is not None and not (
-        hasattr(args, "outputs") and wants_out_of_core(args)
-    ):  # (out of core: checked by _cli_blocks, which writes .npy and .zarr)
+    # (--output comes with OUTPUTS; out of core it is checked by _cli_blocks,
+    # which writes .npy and .zarr)
+    if getattr(args, "output", None) is not None and not wants_out_of_core(args):
         check_output_path(args.output)
     if getattr(args, "diagram", None) is not None:
         check_diagram_path(args.diagram)
