@@ -215,7 +215,7 @@ def label_warnings(label):
         warn_user(f"{warning.message} (label {label})", warning.category)
 
 
-def _label_classes(model, form, n_labels, y_dtype):
+def _label_classes(model, n_labels, y_dtype):
     """Each label's classes: the model's list of them, else 0 and 1."""
     classes = getattr(model, "classes_", None)
     if isinstance(classes, (list, tuple)) and len(classes) == n_labels:
@@ -278,7 +278,7 @@ def fit_labels(wrapper, X, y, sample_weight, fit_params):
                 f"but y has {y.shape[1]} columns; the model must have been fitted "
                 f"on the same labels."
             )
-        classes = _label_classes(model, outputs.form, n_labels, y.dtype)
+        classes = _label_classes(model, n_labels, y.dtype)
         params = wrapper.get_params(deep=False)
         split = {
             key: label_values(params[key], n_labels, key)

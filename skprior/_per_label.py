@@ -16,13 +16,9 @@ from skprior._multilabel import (
     label_warnings,
     read_form,
 )
-from skprior._utils._array_api import (
-    get_namespace,
-    namespace_of,
-    result_array,
-    to_host,
-)
+from skprior._utils._array_api import get_namespace, namespace_of, result_array, to_host
 from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation_arrays import on_host
 from skprior.calibration._temperature import softmax_temperature
 from skprior.can._can import alternating_normalization, topk_entropy
 from skprior.label_shift._prior import adjust_to_prior
@@ -122,8 +118,7 @@ def _assemble(results, kind, form, like):
     ``like`` is the first multi-label argument (its first array, in list
     form); a vector of numbers comes in its float dtype.
     """
-    first = results[0]
-    if isinstance(first, tuple):
+    if isinstance(results[0], tuple):
         return tuple(
             _assemble(list(part), None, form, like)
             for part in zip(*results, strict=True)
@@ -214,11 +209,6 @@ def per_label(func, *args, **kwargs):
            [0.1 , 0.95],
            [0.5 , 0.1 ]])
     """
-    if not callable(func):
-        raise TypeError(
-            f"func must be a callable, a two-class array function such as "
-            f"skprior.alternating_normalization; got {func!r}."
-        )
     bound = inspect.signature(func).bind(*args, **kwargs)
     arguments = bound.arguments
     data = [name for name in DATA_ARGUMENTS if arguments.get(name) is not None]
@@ -239,11 +229,8 @@ def per_label(func, *args, **kwargs):
                 f"{name} has {len(split[name])} labels but {data[0]} has {n_labels}."
             )
     for name in PRIOR_ARGUMENTS:
-        if arguments.get(name) is not None:
-            prior, prior_xp = arguments[name], namespace_of(arguments[name])
-            if prior_xp is not None:  # (read on the host, as the functions do)
-                prior = to_host(prior_xp, prior)[0]
-            split[name] = label_values(prior, n_labels, name)
+        if arguments.get(name) is not None:  # (on the host, as the functions read it)
+            split[name] = label_values(on_host(arguments[name]), n_labels, name)
     for name in LABEL_ARGUMENTS:
         if arguments.get(name) is not None:
             split[name] = _split_labels(arguments[name], name, n_labels)
@@ -254,6 +241,8 @@ def per_label(func, *args, **kwargs):
                 split[name] = values
 
     kind = ROW_RESULTS.get(func)
+    # (probabilities of a matrix: one column kept per label, the (n, 2) goes)
+    columns = kind == "proba" and form != "list"
     like = arguments[data[0]]
     like = like[0] if form == "list" else like
     xp, is_numpy = get_namespace(like)
@@ -263,17 +252,14 @@ def per_label(func, *args, **kwargs):
             arguments[name] = values[label]
         with label_warnings(label):
             result = func(*bound.args, **bound.kwargs)
-        if kind == "proba" and form != "list" and is_numpy:
-            # (one column kept per label, written in place: the (n, 2) goes)
+        if columns and is_numpy:  # (written in place)
             if out is None:
                 out = np.empty((result.shape[0], n_labels), dtype=result.dtype)
             out[:, label] = result[:, -1]
-        elif kind == "proba" and form != "list":
-            results.append(result[:, -1])  # (stacked below, on the device)
-        else:
-            results.append(result)
+        else:  # (columns stacked below, on the device)
+            results.append(result[:, -1] if columns else result)
     if out is not None:
         return out
-    if kind == "proba" and form != "list":
+    if columns:
         return xp.stack(results, axis=1)
     return _assemble(results, kind, form, like)

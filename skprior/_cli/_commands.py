@@ -32,7 +32,7 @@ from skprior._cli._io import (
     read_outputs,
     write_array,
 )
-from skprior._cli._report import check_diagram_path, diagram, report
+from skprior._cli._report import check_diagram_path, diagram, print_change, scores
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -134,7 +134,7 @@ def _finish(args, before, after, labels, extra=None):
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
     if labels is not None:
-        report(before, after, labels)
+        print_change(scores(before, labels), scores(after, labels))
     if args.diagram is not None:
         diagram(args.diagram, before, after, labels, f"skprior {args.command}")
         _say(args, f"wrote {args.diagram}")
@@ -192,8 +192,7 @@ def _can(args):
     prior = _training_prior(args, proba.shape[1])
     reference = None
     if args.reference is not None:
-        n_classes = proba.shape[1]
-        reference = _load(args, args.reference, "--reference", n_classes=n_classes)
+        reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
     with _library_errors():
@@ -391,54 +390,37 @@ def _fit_logits(args, logits):
 
 
 def _fit_calibration(args, fit_logits, fit_labels):
-    """Fit --method; return (what to print, apply(logits), arrays for .npz)."""
-    import skprior
+    """Fit --method; return (what to print, its parameters, saved in .npz)."""
+    from skprior.calibration._classifier import fit_calibration
 
-    method, data = args.method, (fit_logits, fit_labels)
-    if method in ("nbvs", "vs"):
-        weights, bias = skprior.fit_vector_scaling(*data, bias=method == "vs")
-        what = f"class factors from {weights.min():.6g} to {weights.max():.6g}"
-        if method == "vs":
-            what += f", biases from {bias.min():.6g} to {bias.max():.6g}"
-        apply = partial(skprior.softmax_vector_scaling, weights=weights, bias=bias)
-        return what, apply, {"weights": weights, "bias": bias}
-    if method == "dirichlet":
-        reg_lambda, reg_mu = args.reg_lambda, args.reg_mu
-        if reg_lambda == "auto":
-            reg_lambda, _ = skprior.select_dirichlet_regularization(
-                *data, reg_mu=reg_mu
-            )
-        reg_mu = reg_lambda if reg_mu is None else reg_mu
-        matrix, bias = skprior.fit_dirichlet_calibration(
-            *data, reg_lambda=reg_lambda, reg_mu=reg_mu
-        )
+    fitted = fit_calibration(
+        args.method,
+        fit_logits,
+        fit_labels,
+        reg_lambda=args.reg_lambda,
+        reg_mu=args.reg_mu,
+    )
+    fitted.pop("cv_scores", None)
+    if "matrix" in fitted:
         auto = " (auto)" if args.reg_lambda == "auto" else ""
-        what = (
-            f"Dirichlet calibration, reg_lambda {reg_lambda:.6g}{auto}, "
-            f"reg_mu {reg_mu:.6g}"
+        return fitted, (
+            f"Dirichlet calibration, reg_lambda {fitted['reg_lambda']:.6g}{auto}, "
+            f"reg_mu {fitted['reg_mu']:.6g}"
         )
-        extra = {
-            "matrix": matrix,
-            "bias": bias,
-            "reg_lambda": np.float64(reg_lambda),
-            "reg_mu": np.float64(reg_mu),
-        }
-        apply = partial(skprior.softmax_dirichlet_calibration, matrix=matrix, bias=bias)
-        return what, apply, extra
-    if method == "bcts":
-        temperature, bias = skprior.fit_bias_corrected_temperature(*data)
-    else:
-        temperature, bias = skprior.fit_temperature(*data, method=method), None
-    extra = {"temperature": np.float64(temperature)}
-    if bias is not None:
-        extra["bias"] = bias
-    apply = partial(skprior.softmax_temperature, temperature=temperature, bias=bias)
-    return f"temperature {temperature:.6g}", apply, extra
+    if "weights" not in fitted:
+        return fitted, f"temperature {fitted['temperature']:.6g}"
+    weights = fitted["weights"]
+    what = f"class factors from {weights.min():.6g} to {weights.max():.6g}"
+    bias = fitted.setdefault("bias", np.zeros_like(weights))  # (nbvs: no bias)
+    if args.method == "vs":
+        what += f", biases from {bias.min():.6g} to {bias.max():.6g}"
+    return fitted, what
 
 
 def _calibrate(args):
     """Fit a calibration on labelled outputs and apply it to OUTPUTS."""
     from skprior import softmax_temperature
+    from skprior.calibration._classifier import apply_calibration
 
     _check_method_options(args, CALIBRATE_OPTIONS)
     logits = _load(args, read=read_logits)
@@ -446,13 +428,13 @@ def _calibrate(args):
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
     with _library_errors():
-        what, apply, extra = _fit_calibration(args, fit_logits, fit_labels)
+        fitted, what = _fit_calibration(args, fit_logits, fit_labels)
         before = softmax_temperature(logits, 1.0)
-        after = apply(logits)
+        after = apply_calibration(logits, fitted)
     source = args.outputs if args.fit_outputs is None else args.fit_outputs
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
     print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
-    return _finish(args, before, after, labels, extra)
+    return _finish(args, before, after, labels, fitted)
 
 
 COMMANDS = {"demo": demo, "can": _can, "adapt": _adapt, "calibrate": _calibrate}
@@ -462,9 +444,9 @@ def _run(args):
     """Run a command; library warnings become one line on stderr."""
     if getattr(args, "diagram", None) is not None and args.labels is None:
         raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
-    if getattr(args, "output", None) is not None and not (
-        hasattr(args, "outputs") and wants_out_of_core(args)
-    ):  # (out of core: checked by _cli_blocks, which writes .npy and .zarr)
+    # (--output comes with OUTPUTS; out of core it is checked by _cli_blocks,
+    # which writes .npy and .zarr)
+    if getattr(args, "output", None) is not None and not wants_out_of_core(args):
         check_output_path(args.output)
     if getattr(args, "diagram", None) is not None:
         check_diagram_path(args.diagram)

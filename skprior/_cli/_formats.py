@@ -70,11 +70,6 @@ def checked_suffix(path, option):
     return suffix
 
 
-def _head(path, size=8):
-    with open(path, "rb") as handle:
-        return handle.read(size)
-
-
 def _looks_like_text(head):
     try:
         text = head.decode("utf-8-sig")
@@ -121,7 +116,8 @@ def _load_failure(where, exc, suffix):
 
 def _read_numpy(path, suffix, where, key, default_keys, key_option):
     """The array of an .npy file, or the chosen one of an .npz archive."""
-    head = _head(path)
+    with open(path, "rb") as handle:
+        head = handle.read(8)  # (enough for the magic bytes of each format)
     if not head.startswith(MAGIC[suffix]):
         raise InputError(_wrong_content(where, head, suffix))
     try:

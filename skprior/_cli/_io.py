@@ -162,9 +162,8 @@ def read_labels(
         row = int(np.flatnonzero(bad)[0])
         raise InputError(
             f"{where}: label {row} (counting from 0) is {labels[row]:g}, not a "
-            f"whole number; labels "
-            f"are class indices 0..{n_classes - 1} (the column numbers of the "
-            f"outputs)."
+            f"whole number; labels are class indices 0..{n_classes - 1} (the "
+            f"column numbers of the outputs)."
         )
     if labels.min() < 0 or labels.max() >= n_classes:
         raise InputError(

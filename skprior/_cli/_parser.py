@@ -229,43 +229,6 @@ def _add_train_prior(command):
     _add(prior, "--prior-from-labels", metavar="FILE")
 
 
-def _add_can(commands, parent):
-    can = _add_command(commands, "can", parent)
-    _add_train_prior(can)
-    _add(can, "--k", type=_k, default=DEFAULT_K)
-    _add(can, "--uncertainty", choices=UNCERTAINTY_KINDS, default=DEFAULT_UNCERTAINTY)
-    _add(can, "--tau", type=float, default=DEFAULT_TAU)
-    _add(can, "--alpha", type=float, default=DEFAULT_ALPHA)
-    _add(can, "--n-iter", type=int, default=DEFAULT_N_ITER)
-    _add(can, "--reference", metavar="FILE")
-
-
-def _add_adapt(commands, parent):
-    adapt = _add_command(commands, "adapt", parent)
-    _add_train_prior(adapt)
-    _add_method(adapt, ADAPT_METHODS_HELP, PRIOR_METHODS, DEFAULT_PRIOR_METHOD)
-    # (default None: an option the method does not use is refused, not ignored)
-    _add(adapt, "--solver", choices=SOLVERS)
-    _add(adapt, "--dirichlet-alpha", type=float)
-    _add(adapt, "--max-iter", type=int)
-    _add(adapt, "--tol", type=float)
-    _add(adapt, "--test-prior", metavar="PRIOR")
-    _add(adapt, "--shift-level", type=float)
-    _add(adapt, "--val-outputs", metavar="FILE")
-    _add(adapt, "--val-labels", metavar="FILE")
-
-
-def _add_calibrate(commands, parent):
-    calibrate = _add_command(commands, "calibrate", parent)
-    _add(calibrate, "--fit-labels", metavar="FILE", required=True)
-    _add(calibrate, "--fit-outputs", metavar="FILE")
-    methods = ESTIMATOR_CALIBRATION_METHODS
-    default = DEFAULT_TEMPERATURE_METHOD
-    _add_method(calibrate, CALIBRATION_METHODS_HELP, methods, default)
-    _add(calibrate, "--reg-lambda", type=_reg_lambda)
-    _add(calibrate, "--reg-mu", type=float)
-
-
 def build_parser():
     """The argument parser of the ``skprior`` command."""
     parser = _Parser(
@@ -285,10 +248,39 @@ def build_parser():
     )
     _add(demo, "--dataset", choices=SHIPPED_DATASETS, default=SHIPPED_DATASETS[0])
     _add(demo, "--seed", type=int, default=0)
+
+    # The commands on stored outputs: their shared options, then each one's.
     parent = _outputs_parser()
-    _add_can(commands, parent)
-    _add_adapt(commands, parent)
-    _add_calibrate(commands, parent)
+    can = _add_command(commands, "can", parent)
+    _add_train_prior(can)
+    _add(can, "--k", type=_k, default=DEFAULT_K)
+    _add(can, "--uncertainty", choices=UNCERTAINTY_KINDS, default=DEFAULT_UNCERTAINTY)
+    _add(can, "--tau", type=float, default=DEFAULT_TAU)
+    _add(can, "--alpha", type=float, default=DEFAULT_ALPHA)
+    _add(can, "--n-iter", type=int, default=DEFAULT_N_ITER)
+    _add(can, "--reference", metavar="FILE")
+
+    adapt = _add_command(commands, "adapt", parent)
+    _add_train_prior(adapt)
+    _add_method(adapt, ADAPT_METHODS_HELP, PRIOR_METHODS, DEFAULT_PRIOR_METHOD)
+    # (default None: an option the method does not use is refused, not ignored)
+    _add(adapt, "--solver", choices=SOLVERS)
+    _add(adapt, "--dirichlet-alpha", type=float)
+    _add(adapt, "--max-iter", type=int)
+    _add(adapt, "--tol", type=float)
+    _add(adapt, "--test-prior", metavar="PRIOR")
+    _add(adapt, "--shift-level", type=float)
+    _add(adapt, "--val-outputs", metavar="FILE")
+    _add(adapt, "--val-labels", metavar="FILE")
+
+    calibrate = _add_command(commands, "calibrate", parent)
+    _add(calibrate, "--fit-labels", metavar="FILE", required=True)
+    _add(calibrate, "--fit-outputs", metavar="FILE")
+    methods = ESTIMATOR_CALIBRATION_METHODS
+    default = DEFAULT_TEMPERATURE_METHOD
+    _add_method(calibrate, CALIBRATION_METHODS_HELP, methods, default)
+    _add(calibrate, "--reg-lambda", type=_reg_lambda)
+    _add(calibrate, "--reg-mu", type=float)
     return parser
 
 

@@ -18,11 +18,6 @@ def scores(proba, labels):
     return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
 
 
-def report(before, after, labels):
-    """Print accuracy, ECE and NLL before and after on stdout."""
-    print_change(scores(before, labels), scores(after, labels))
-
-
 def print_change(old, new):
     """Print each score of ``old`` (a dict) before, after (``new``) and its change."""
     print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")

@@ -10,20 +10,14 @@ import numpy as np
 
 from skprior._base import BasePriorClassifier
 from skprior._utils._array_api import get_namespace, safe_log, working_dtype_results
-from skprior._utils._constraints import (
-    CONSTRAINTS,
-    constraints,
-)
+from skprior._utils._constraints import CONSTRAINTS, constraints
 from skprior._utils._options import (
     DEFAULT_REG_LAMBDA,
     DEFAULT_REG_MU,
     DEFAULT_TEMPERATURE_METHOD,
 )
 from skprior._utils._sklearn_compat import HasMethods, StrOptions
-from skprior._utils._validation import (
-    check_logits,
-    warn_user,
-)
+from skprior._utils._validation import check_logits, warn_user
 from skprior.calibration._classwise import (
     fit_dirichlet_calibration,
     fit_vector_scaling,
@@ -209,24 +203,22 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
 
     def _inner_output(self, X):
         """The inner model's logits for ``X``, shape (n_samples, n_classes)."""
-        n_classes = len(self.classes_)
-        if hasattr(self.estimator_, "decision_function"):
-            scores = self._call_inner("decision_function", X)
-            # (array API dispatch: the scores stay in their namespace, on device)
-            xp, is_numpy = get_namespace(scores)
-            scores = np.asarray(scores) if is_numpy else scores
-            name = f"{type(self.estimator_).__name__}.decision_function(X)"
-            if scores.ndim == 1 and n_classes != 2:
-                raise ValueError(
-                    f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
-                    f"score is read as binary."
-                )
-            logits, _ = check_logits(scores, name, is_numpy)
-        else:
-            proba = self._inner_proba(X)
+        if not hasattr(self.estimator_, "decision_function"):
+            proba = self._inner_proba(X)  # (its columns checked against classes_)
             xp, _ = get_namespace(proba)
-            logits = safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
-            name = f"{type(self.estimator_).__name__}.predict_proba(X)"
+            return safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
+        n_classes = len(self.classes_)
+        scores = self._call_inner("decision_function", X)
+        # (array API dispatch: the scores stay in their namespace, on device)
+        _, is_numpy = get_namespace(scores)
+        scores = np.asarray(scores) if is_numpy else scores
+        name = f"{type(self.estimator_).__name__}.decision_function(X)"
+        if scores.ndim == 1 and n_classes != 2:
+            raise ValueError(
+                f"{name} is 1-D but the model has {n_classes} classes; a 1-D "
+                f"score is read as binary."
+            )
+        logits, _ = check_logits(scores, name, is_numpy)
         if logits.shape[1] != n_classes:
             raise ValueError(
                 f"{name} has {logits.shape[1]} columns but the model has "
@@ -249,52 +241,22 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
                 f"method={self.method!r} ignores them. Leave them at their "
                 f"defaults, or pass method='dirichlet'."
             )
-        logits = self._inner_output(X)
-        if self.method == "bcts":
-            self.temperature_, self.bias_ = fit_bias_corrected_temperature(
-                logits, y_index, sample_weight=sample_weight
-            )
-        elif self.method in ("nbvs", "vs"):
-            self.weights_, bias = fit_vector_scaling(
-                logits, y_index, bias=self.method == "vs", sample_weight=sample_weight
-            )
-            if self.method == "vs":
-                self.bias_ = bias
-        elif self.method == "dirichlet":
-            self._fit_dirichlet(logits, y_index, sample_weight)
-        else:
-            self.temperature_ = fit_temperature(
-                logits, y_index, method=self.method, sample_weight=sample_weight
-            )
-
-    def _fit_dirichlet(self, logits, y_index, sample_weight):
-        reg_lambda = self.reg_lambda
-        if isinstance(reg_lambda, str) and reg_lambda == "auto":
-            reg_lambda, self.cv_scores_ = select_dirichlet_regularization(
-                logits, y_index, reg_mu=self.reg_mu, sample_weight=sample_weight
-            )
-        self.reg_lambda_ = float(reg_lambda)
-        self.reg_mu_ = self.reg_lambda_ if self.reg_mu is None else float(self.reg_mu)
-        self.matrix_, self.bias_ = fit_dirichlet_calibration(
-            logits,
+        fitted = fit_calibration(
+            self.method,
+            self._inner_output(X),
             y_index,
-            reg_lambda=self.reg_lambda_,
-            reg_mu=self.reg_mu_,
+            reg_lambda=self.reg_lambda,
+            reg_mu=self.reg_mu,
             sample_weight=sample_weight,
         )
+        for name, value in fitted.items():
+            setattr(self, name + "_", value)
 
     def _adjust_proba(self, logits):
         # (by what fit learned, not by self.method, which set_params may have
         # changed since)
-        if hasattr(self, "matrix_"):
-            return softmax_dirichlet_calibration(logits, self.matrix_, self.bias_)
-        if hasattr(self, "weights_"):
-            return softmax_vector_scaling(
-                logits, self.weights_, getattr(self, "bias_", None)
-            )
-        return softmax_temperature(
-            logits, self.temperature_, getattr(self, "bias_", None)
-        )
+        fitted = {name[:-1]: getattr(self, name, None) for name in _FITTED}
+        return apply_calibration(logits, fitted)
 
 
 # Fitted attributes of the calibration, whichever the method.
@@ -307,3 +269,55 @@ _FITTED = (
     "reg_mu_",
     "cv_scores_",
 )
+
+
+def fit_calibration(method, logits, y, *, reg_lambda, reg_mu, sample_weight=None):
+    """The parameters of the calibration ``method`` fitted on ``logits`` and ``y``.
+
+    A dict keyed by the names of the estimator's fitted attributes without
+    their trailing underscore (``"temperature"``, ``"bias"``, ``"weights"``,
+    ``"matrix"``, ``"reg_lambda"``, ``"reg_mu"``, ``"cv_scores"``), holding
+    those of ``method`` only; ``reg_lambda`` and ``reg_mu`` are used by
+    ``"dirichlet"`` only. Shared with ``skprior calibrate``.
+    """
+    weight = {"sample_weight": sample_weight}
+    if method == "bcts":
+        temperature, bias = fit_bias_corrected_temperature(logits, y, **weight)
+        return {"temperature": temperature, "bias": bias}
+    if method in ("nbvs", "vs"):
+        has_bias = method == "vs"
+        weights, bias = fit_vector_scaling(logits, y, bias=has_bias, **weight)
+        return {"weights": weights, **({"bias": bias} if has_bias else {})}
+    if method != "dirichlet":
+        return {"temperature": fit_temperature(logits, y, method=method, **weight)}
+    scores = {}
+    if isinstance(reg_lambda, str) and reg_lambda == "auto":
+        reg_lambda, scores["cv_scores"] = select_dirichlet_regularization(
+            logits, y, reg_mu=reg_mu, **weight
+        )
+    reg_lambda = float(reg_lambda)
+    reg_mu = reg_lambda if reg_mu is None else float(reg_mu)
+    matrix, bias = fit_dirichlet_calibration(
+        logits, y, reg_lambda=reg_lambda, reg_mu=reg_mu, **weight
+    )
+    return {
+        "matrix": matrix,
+        "bias": bias,
+        "reg_lambda": reg_lambda,
+        "reg_mu": reg_mu,
+        **scores,
+    }
+
+
+def apply_calibration(logits, fitted):
+    """The probabilities of ``logits`` under the calibration ``fitted``.
+
+    ``fitted`` is a dict of :func:`fit_calibration`; its ``None`` entries are
+    parameters the calibration does not have.
+    """
+    bias = fitted.get("bias")
+    if fitted.get("matrix") is not None:
+        return softmax_dirichlet_calibration(logits, fitted["matrix"], bias)
+    if fitted.get("weights") is not None:
+        return softmax_vector_scaling(logits, fitted["weights"], bias)
+    return softmax_temperature(logits, fitted["temperature"], bias)

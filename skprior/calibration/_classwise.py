@@ -151,7 +151,7 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
         what,
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
-    factors, offsets = fit_vs(data, bias)
+    factors, offsets = fit_vs(data, bias, what)
     warn_if_few_rows(
         data,
         2 * n_classes - 1 if bias else n_classes,
@@ -552,6 +552,4 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
         np.zeros(n_classes) if bias is None else check_vector(bias, n_classes, "bias")
     )
     matrix, bias = on_device(matrix), on_device(bias)
-    return apply(
-        lambda xp, rows: floored_log_proba(xp, rows) @ matrix.T + bias,
-    )
+    return apply(lambda xp, rows: floored_log_proba(xp, rows) @ matrix.T + bias)

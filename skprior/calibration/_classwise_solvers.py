@@ -130,13 +130,14 @@ def vs_loss(params, data, scale, has_bias):
     return float(loss) / data.total, grad / data.total
 
 
-def fit_vs(data, has_bias):
+def fit_vs(data, has_bias, what):
     """Class factors and mean-zero biases (or none) of vector scaling.
 
     ``data`` holds the logits (:meth:`Rows.usable`) and every class has
-    weight in ``y``. The factors are fitted as multiples of ``1 / T`` with
-    ``T`` the NLL temperature, so that they are of order 1 at any logit
-    scale, and start there (temperature scaling) with zero biases.
+    weight in ``y``; ``what`` names the method in a warning. The factors are
+    fitted as multiples of ``1 / T`` with ``T`` the NLL temperature, so that
+    they are of order 1 at any logit scale, and start there (temperature
+    scaling) with zero biases.
     """
     n_classes, xp = data.shape[1], data.xp
     with warnings.catch_warnings():
@@ -153,7 +154,6 @@ def fit_vs(data, has_bias):
     curvature = np.concatenate(
         [curvature_v * scale**2, curvature_b[: n_classes * has_bias]]
     )
-    what = "Vector scaling" if has_bias else "No-bias vector scaling"
     params = _minimize(
         vs_loss, start, (data, scale, has_bias), curvature / data.total, what
     )
@@ -227,11 +227,10 @@ def fit_dirichlet(data, reg_lambda, reg_mu, start=None):
         return xp.sum(c, axis=0), c.T @ (log_p * log_p)
 
     curvature_b, curvature_m = data.sums(one_block)
-    total = data.total
-    curvature_m = curvature_m / total + (
+    curvature_m = curvature_m / data.total + (
         2 * reg_lambda / (n_classes * (n_classes - 1)) * (1 - np.eye(n_classes))
     )
-    curvature_b = curvature_b / total + 2 * reg_mu / n_classes
+    curvature_b = curvature_b / data.total + 2 * reg_mu / n_classes
     params = _minimize(
         dirichlet_loss,
         start,

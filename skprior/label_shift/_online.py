@@ -37,12 +37,9 @@ class StreamState:
         self.prior = self.start.copy()
         self.n_seen = 0
         self.shifted = method == "known" or est.shift_level is None
-        self.monitor = (
-            None
-            if self.shifted
-            else StreamShiftMonitor(est._no_shift.reference, n_classes)
-        )
-        self.counts = self.tracker = None
+        self.counts = self.tracker = self.monitor = None
+        if not self.shifted:
+            self.monitor = StreamShiftMonitor(est._no_shift.reference, n_classes)
         if method == "known":
             return
         if est.online == "cumulative" and method in ("bbse", "rlls"):
@@ -110,12 +107,10 @@ class StreamState:
         would be biased); for ``"rlls"`` the batch's RLLS estimate
         (regularised, so biased towards the held-out prior).
         """
+        if est.method == "rlls":
+            return est._prior_of(proba)
         if est.method != "bbse":
-            return (
-                est._prior_of(proba)
-                if est.method == "rlls"
-                else est._batch_prior(proba)
-            )
+            return est._batch_prior(proba)
         frequencies = predicted_counts(proba) / proba.shape[0]
         return (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
 
@@ -123,10 +118,7 @@ class StreamState:
 def confusion_prior(est, counts):
     """BBSE or RLLS of the wrapper ``est`` from the counts of hard predictions."""
     total = counts.sum()
+    frequencies = counts / total
     if est.method == "rlls":
-        return rlls_from_frequencies(
-            counts / total, est.confusion_, est.rlls_reg, total
-        )
-    return bbse_from_frequencies(
-        counts / total, est.confusion_, DEFAULT_BBSE_PROJECTION
-    )
+        return rlls_from_frequencies(frequencies, est.confusion_, est.rlls_reg, total)
+    return bbse_from_frequencies(frequencies, est.confusion_, DEFAULT_BBSE_PROJECTION)

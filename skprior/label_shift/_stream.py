@@ -296,7 +296,7 @@ class CumulativePrior:
                 f"(from a single row, the vertex of the class with the largest "
                 f"p_k / q_k), and posteriors adjusted to it come out near "
                 f"one-hot. Adjust only once the stream holds more rows than "
-                f"classes, or use dirichlet_alpha > 1 (MAP).",
+                f"classes, or use dirichlet_alpha > 1 (MAP)."
             )
         leaving = rows.shape[0] - self.budget
         if leaving > 0:
@@ -465,11 +465,11 @@ class FLHFTL:
         self.start = _start(start)
         self.learning_rate = learning_rate
         self.pruning = bool(pruning)
-        n_classes = len(self.start)
         self.prior_ = like(self.start, start)
         self.n_updates_ = 0
         self._starts = np.zeros(0, dtype=np.int64)
-        self._sums = np.zeros((0, n_classes))  # (expert j has t - j + 1 estimates)
+        # (the sum of each expert's estimates: expert j has t - j + 1)
+        self._sums = np.zeros((0, len(self.start)))
         self._log_weights = np.zeros(0)
 
     @property
