@@ -30,7 +30,7 @@ every exponent at most 0.
 import warnings
 
 import numpy as np
-from scipy.optimize import brentq, minimize
+from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from skprior._utils._validation import warn_user
@@ -43,6 +43,10 @@ from skprior.calibration._rows import exp_, finite_product, softmax_residual
 _LOW_FACTOR = 1.0 / 40.0
 _HIGH_FACTOR = 1e3
 _MAX_WIDENINGS = 40
+# A Halley (Newton) step this small in log T is the last: the error after it
+# is of the order of its cube (square), 1e-18.
+_HALLEY_STEP, _NEWTON_STEP = 1e-6, 1e-9
+_MAX_STEPS = 200
 # BCTS's likelihood-ratio test against the class biases alone: the 99%
 # quantile of the chi-square distribution with one degree of freedom (the
 # temperature is the one parameter the logits add).
@@ -81,7 +85,8 @@ def _prepass(data, terms):
     """
     xp, w = data.xp, data.weights
     *parts, gaps, spreads = data.per_row(
-        lambda rows, d: (*terms(rows, d), *_gaps_and_spreads(xp, d))
+        lambda rows, d: (*terms(rows, d), *_gaps_and_spreads(xp, d)),
+        _EVALUATION_BLOCK,
     )
     kept = w > 0
     sums = [xp.sum(w), xp.min(xp.where(kept, gaps, xp.inf))]
@@ -99,40 +104,52 @@ def _prepass(data, terms):
 # -- the two monotone functions of log T ----------------------------------------
 
 
-def _mean_confidence(data, temperature):
-    """Weighted mean over rows of ``max_k softmax(d / T)``."""
-    xp, temperature = data.xp, float(temperature)
+def _derivatives(data, row_terms):
+    """``f(log T)`` and its first two derivatives, one pass per evaluation.
 
-    def one_block(rows, d):
-        d /= temperature
-        return (1.0 / xp.sum(exp_(xp, d), axis=1),)
+    ``row_terms(rows, c, m1, m2, m3)`` gives, per row, a summand of ``f`` and
+    its first two derivatives in ``beta = 1 / T``, from the top probability
+    ``c = 1 / sum_k exp(beta d_k)`` and the moments ``m_j = E_p[d^j]`` of
+    ``p = softmax(beta d)``; the weighted means are taken to ``log T``.
+    """
+    xp = data.xp
 
-    (inverse,) = data.per_row(one_block, _EVALUATION_BLOCK)
-    return float(data.host(data.dot(data.weights, inverse))[0]) / data.total
+    def evaluate(log_t):
+        beta = float(np.exp(-log_t))
 
+        def one_block(rows, d):
+            e = exp_(xp, d * beta)
+            d = xp.where(xp.isfinite(d), d, 0.0)  # (e is 0 at the -inf entries)
+            s0, moments = xp.sum(e, axis=1), []
+            for _ in range(3):
+                e *= d
+                moments.append(xp.sum(e, axis=1) / s0)
+            return row_terms(rows, 1.0 / s0, *moments)
 
-def _nll_slope(data, temperature):
-    """Derivative of the mean log loss with respect to ``beta = 1 / T``."""
-    xp, temperature = data.xp, float(temperature)
+        parts = data.per_row(one_block, _EVALUATION_BLOCK)
+        f, f1, f2 = (
+            np.float64(v) / data.total  # (a float64: 0 / 0 is NaN, not an error)
+            for v in data.host(*(data.dot(data.weights, t) for t in parts))
+        )
+        return f, -beta * f1, beta * f1 + beta * beta * f2
 
-    def one_block(rows, d):
-        e = exp_(xp, d / temperature)
-        sums = xp.sum(e, axis=1)
-        expected = xp.sum(finite_product(xp, e, d), axis=1) / sums
-        return (expected - data.d_true[rows],)
-
-    (terms,) = data.per_row(one_block, _EVALUATION_BLOCK)
-    return float(data.host(data.dot(data.weights, terms))[0]) / data.total
+    return evaluate
 
 
 def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
-    """Root in ``log T`` of a non-increasing ``func(T)`` with known limits.
+    """Root in ``log T`` of a non-increasing ``f`` with known limits.
 
-    ``limit_low`` and ``limit_high`` are ``(value, rounding bound)`` of the
-    limits of ``func`` at ``T -> 0`` and ``T -> infinity`` (:func:`_prepass`);
-    a limit within its bound of 0 counts as 0. Without a root, warn with
-    ``describe(which)`` and return the end of the search interval on that
-    side. ``scale`` is the smallest top-logit gap and the largest spread.
+    ``func(log_t)`` gives ``f`` and its first two derivatives
+    (:func:`_derivatives`). ``limit_low`` and ``limit_high`` are ``(value,
+    rounding bound)`` of the limits of ``f`` at ``T -> 0`` and ``T ->
+    infinity`` (:func:`_prepass`); a limit within its bound of 0 counts as 0.
+    Halley's method from ``T = 1``, safeguarded: a step is at most ``cap``
+    (doubled each time it binds, so any scale is reached in a few steps) and
+    stays inside the bracket of the points evaluated so far (bisection
+    otherwise), within the search interval widened ``_MAX_WIDENINGS`` times.
+    Without a root, warn with ``describe(which)`` and return the end of that
+    interval on that side. ``scale`` is the smallest top-logit gap and the
+    largest spread.
     """
     gap, spread = scale
     if gap is None:
@@ -141,38 +158,44 @@ def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
             "probabilities do not depend on the temperature; returning T = 1."
         )
         return 1.0
-    log_low = np.log(gap * _LOW_FACTOR)
-    log_high = np.log(spread * _HIGH_FACTOR)
-
-    def f(log_t):
-        with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
-            return func(np.exp(log_t))
-
-    side = None
-    if limit_low[0] <= limit_low[1]:
-        side = "low"
-    elif limit_high[0] >= -limit_high[1]:
-        side = "high"
-    else:
-        f_low, f_high = f(log_low), f(log_high)
-        step = np.log(10.0)
-        for _ in range(_MAX_WIDENINGS):
-            if f_low > 0:
-                break
-            log_low -= step
-            f_low = f(log_low)
-        for _ in range(_MAX_WIDENINGS):
-            if f_high < 0:
-                break
-            log_high += step
-            f_high = f(log_high)
-        # (no sign change: the limit is right but too close to 0 for doubles)
-        side = "low" if f_low <= 0 else "high" if f_high >= 0 else None
-    if side is not None:
+    log_low, log_high = np.log(gap * _LOW_FACTOR), np.log(spread * _HIGH_FACTOR)
+    if limit_low[0] <= limit_low[1] or limit_high[0] >= -limit_high[1]:
+        side = "low" if limit_low[0] <= limit_low[1] else "high"
         warn_user(describe(side))
         return float(np.exp(log_low if side == "low" else log_high))
-    root = brentq(f, log_low, log_high, xtol=1e-13, rtol=4 * np.finfo(float).eps)
-    return float(np.exp(root))
+    widen = _MAX_WIDENINGS * np.log(10.0)
+    ends = (log_low - widen, log_high + widen)
+    bracket, known = list(ends), [False, False]
+    x, cap, side = min(max(0.0, ends[0]), ends[1]), 2.0, None
+    for _ in range(_MAX_STEPS):
+        with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
+            f, f1, f2 = func(x)
+        if f == 0:
+            break
+        # (f > 0: the root is above x; toward: the bracket end on that side)
+        below, toward = int(f < 0), int(f > 0)
+        bracket[below], known[below] = x, True
+        if x == ends[toward]:  # (no sign change over the widened interval)
+            side = "high" if f > 0 else "low"
+            break
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            newton = -f / f1
+            halley = newton / (1 + newton * f2 / (2 * f1))
+        step = halley if abs(halley - newton) < abs(newton) else newton
+        if not np.sign(step) == np.sign(f) or abs(step) > cap:
+            step, cap = np.sign(f) * cap, 2 * cap
+        last, x = x, x + step
+        if abs(step) <= (_HALLEY_STEP if step is halley else _NEWTON_STEP):
+            break
+        if not bracket[0] < x < bracket[1]:
+            # (an unknown end is probed; a known one, halved toward)
+            end = bracket[toward]
+            x = (last + end) / 2 if known[toward] else end
+        if bracket[1] - bracket[0] <= 1e-13 + 4 * np.finfo(float).eps * abs(x):
+            break
+    if side is not None:
+        warn_user(describe(side))
+    return float(np.exp(x))
 
 
 def fit_ec(data):
@@ -188,8 +211,14 @@ def fit_ec(data):
         return correct, 1.0 / n_top - correct, 1.0 / n_finite - correct
 
     (accuracy, _), limit_low, limit_high = _prepass(data, terms)
+
+    def row_terms(rows, c, m1, m2, m3):
+        # (c = max_k p_k and its derivatives in beta: dc = -c m1, since
+        # d(sum_k exp(beta d_k)) = sum_k d_k exp(beta d_k))
+        return c - accuracy, -c * m1, c * (2 * m1 * m1 - m2)
+
     return _solve_log_temperature(
-        lambda temperature: _mean_confidence(data, temperature) - accuracy,
+        _derivatives(data, row_terms),
         limit_low,
         limit_high,
         lambda side: _describe_ec(side, accuracy),
@@ -230,8 +259,14 @@ def fit_nll(data):
         return -d_true, uniform_mean - d_true
 
     limit_low, limit_high = _prepass(data, terms)
+
+    def row_terms(rows, c, m1, m2, m3):
+        # (the mean of d under p, its variance and third central moment)
+        variance = m2 - m1 * m1
+        return m1 - data.d_true[rows], variance, m3 - m1 * (3 * variance + m1 * m1)
+
     return _solve_log_temperature(
-        lambda temperature: _nll_slope(data, temperature),
+        _derivatives(data, row_terms),
         limit_low,
         limit_high,
         _describe_nll,
