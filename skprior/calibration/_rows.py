@@ -298,15 +298,15 @@ def finite_product(xp, e, d):
     return e * xp.where(xp.isfinite(d), d, 0.0)
 
 
-def softmax_residual(data, rows, u):
-    """Weighted log loss of ``softmax(u)`` on a block, and ``softmax - onehot``.
+def softmax_loss(data, rows, u):
+    """Weighted log loss of ``softmax(u)`` on a block, and ``softmax(u)``.
 
-    ``u`` is overwritten by the residual on NumPy. Rows of weight 0 add 0,
+    ``u`` is overwritten by the softmax on NumPy. Rows of weight 0 add 0,
     even when their true class is at ``-inf``.
     """
     xp, w = data.xp, data.weights[rows]
     # (the loss's log-sum-exp, top + log(sums), shares its exponentials with
-    # the residual: logsumexp() and a second exp would read the block twice)
+    # the softmax: logsumexp() and a second exp would read the block twice)
     top = xp.max(u, axis=1, keepdims=True)
     u_true = data.take_true(rows, u)
     u -= top
@@ -314,7 +314,13 @@ def softmax_residual(data, rows, u):
     sums = xp.sum(u, axis=1, keepdims=True)
     loss = xp.where(w > 0, (top + xp.log(sums))[:, 0] - u_true, 0.0)
     u /= sums
-    return data.dot(w, loss), data.minus_onehot(rows, u)
+    return data.dot(w, loss), u
+
+
+def softmax_residual(data, rows, u):
+    """:func:`softmax_loss`, with ``softmax - onehot`` (in place on NumPy)."""
+    loss, p = softmax_loss(data, rows, u)
+    return loss, data.minus_onehot(rows, p)
 
 
 def softmax_curvature(data, rows, u):
