@@ -28,6 +28,7 @@ every exponent at most 0.
 """
 
 import warnings
+from functools import partial
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -57,20 +58,10 @@ _CHI2_1DF_99 = 6.634896601021214
 # that a block's several passes cost one read of the logits. Every evaluation
 # sums per row first, so the result does not depend on the blocks.
 _EVALUATION_BLOCK = 2**16
-# BCTS: the same cache-sized blocks (a pass with 2**22 entries, 32 MB
-# temporaries, was 5 times slower); Newton's method, stopped by the decrement.
-_BCTS_BLOCK = _EVALUATION_BLOCK
+# (BCTS's passes too: with 2**22 entries, 32 MB temporaries, 5 times slower.)
+# BCTS's Newton's method stops by the decrement.
 _DECREMENT = 1e-12
 _MAX_NEWTON_STEPS, _MAX_HALVINGS = 100, 30
-
-
-def _gaps_and_spreads(xp, d):
-    """Per row of ``d``: the gap from the top logit to the next, and the spread."""
-    finite = xp.isfinite(d)
-    return (
-        -xp.max(xp.where(finite & (d < 0), d, -xp.inf), axis=1),
-        -xp.min(xp.where(finite, d, 0.0), axis=1),
-    )
 
 
 def _prepass(data, terms):
@@ -88,10 +79,15 @@ def _prepass(data, terms):
     has two distinct finite entries).
     """
     xp, w = data.xp, data.weights
-    *parts, gaps, spreads = data.per_row(
-        lambda rows, d: (*terms(rows, d), *_gaps_and_spreads(xp, d)),
-        _EVALUATION_BLOCK,
-    )
+
+    def one_block(rows, d):
+        # (per row: the gap from the top logit to the next, and the spread)
+        finite = xp.isfinite(d)
+        gap = -xp.max(xp.where(finite & (d < 0), d, -xp.inf), axis=1)
+        spread = -xp.min(xp.where(finite, d, 0.0), axis=1)
+        return (*terms(rows, d), gap, spread)
+
+    *parts, gaps, spreads = data.per_row(one_block, _EVALUATION_BLOCK)
     kept = w > 0
     sums = [xp.sum(w), xp.min(xp.where(kept, gaps, xp.inf))]
     sums += [xp.max(xp.where(kept, spreads, 0.0))]
@@ -108,43 +104,38 @@ def _prepass(data, terms):
 # -- the two monotone functions of log T ----------------------------------------
 
 
-def _derivatives(data, row_terms):
-    """``f(log T)`` and its first two derivatives, one pass per evaluation.
+def _derivatives(data, row_terms, log_t):
+    """``f(log T)`` and its first two derivatives: one pass.
 
     ``row_terms(rows, c, m1, m2, m3)`` gives, per row, a summand of ``f`` and
     its first two derivatives in ``beta = 1 / T``, from the top probability
     ``c = 1 / sum_k exp(beta d_k)`` and the moments ``m_j = E_p[d^j]`` of
     ``p = softmax(beta d)``; the weighted means are taken to ``log T``.
     """
-    xp = data.xp
+    xp, beta = data.xp, float(np.exp(-log_t))
 
-    def evaluate(log_t):
-        beta = float(np.exp(-log_t))
+    def one_block(rows, d):
+        e = exp_(xp, d * beta)
+        d = xp.where(xp.isfinite(d), d, 0.0)  # (e is 0 at the -inf entries)
+        s0, moments = xp.sum(e, axis=1), []
+        for _ in range(3):
+            e *= d
+            moments.append(xp.sum(e, axis=1) / s0)
+        return row_terms(rows, 1.0 / s0, *moments)
 
-        def one_block(rows, d):
-            e = exp_(xp, d * beta)
-            d = xp.where(xp.isfinite(d), d, 0.0)  # (e is 0 at the -inf entries)
-            s0, moments = xp.sum(e, axis=1), []
-            for _ in range(3):
-                e *= d
-                moments.append(xp.sum(e, axis=1) / s0)
-            return row_terms(rows, 1.0 / s0, *moments)
-
-        parts = data.per_row(one_block, _EVALUATION_BLOCK)
-        f, f1, f2 = (
-            np.float64(v) / data.total  # (a float64: 0 / 0 is NaN, not an error)
-            for v in data.host(*(data.dot(data.weights, t) for t in parts))
-        )
-        return f, -beta * f1, beta * f1 + beta * beta * f2
-
-    return evaluate
+    parts = data.per_row(one_block, _EVALUATION_BLOCK)
+    f, f1, f2 = (
+        np.float64(v) / data.total  # (a float64: 0 / 0 is NaN, not an error)
+        for v in data.host(*(data.dot(data.weights, t) for t in parts))
+    )
+    return f, -beta * f1, beta * f1 + beta * beta * f2
 
 
-def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
+def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
     """Root in ``log T`` of a non-increasing ``f`` with known limits.
 
-    ``func(log_t)`` gives ``f`` and its first two derivatives
-    (:func:`_derivatives`). ``limit_low`` and ``limit_high`` are ``(value,
+    ``f`` and its first two derivatives are those of :func:`_derivatives`
+    with ``row_terms``. ``limit_low`` and ``limit_high`` are ``(value,
     rounding bound)`` of the limits of ``f`` at ``T -> 0`` and ``T ->
     infinity`` (:func:`_prepass`); a limit within its bound of 0 counts as 0.
     Halley's method from ``T = 1``, safeguarded: a step is at most ``cap``
@@ -152,10 +143,9 @@ def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
     stays inside the bracket of the points evaluated so far (bisection
     otherwise), within the search interval widened ``_MAX_WIDENINGS`` times.
     Without a root, warn with ``describe(which)`` and return the end of that
-    interval on that side. ``scale`` is the smallest top-logit gap and the
-    largest spread.
+    interval on that side.
     """
-    gap, spread = scale
+    gap, spread = data.scale
     if gap is None:
         warn_user(
             "Every row of logits has all its finite entries equal, so the "
@@ -173,7 +163,7 @@ def _solve_log_temperature(func, limit_low, limit_high, describe, scale):
     x, cap, side = min(max(0.0, ends[0]), ends[1]), 2.0, None
     for _ in range(_MAX_STEPS):
         with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
-            f, f1, f2 = func(x)
+            f, f1, f2 = _derivatives(data, row_terms, x)
         if f == 0:
             break
         # (f > 0: the root is above x; toward: the bracket end on that side)
@@ -221,13 +211,8 @@ def fit_ec(data):
         # d(sum_k exp(beta d_k)) = sum_k d_k exp(beta d_k))
         return c - accuracy, -c * m1, c * (2 * m1 * m1 - m2)
 
-    return _solve_log_temperature(
-        _derivatives(data, row_terms),
-        limit_low,
-        limit_high,
-        lambda side: _describe_ec(side, accuracy),
-        data.scale,
-    )
+    describe = partial(_describe_ec, accuracy=accuracy)
+    return _solve_log_temperature(data, row_terms, limit_low, limit_high, describe)
 
 
 def _describe_ec(side, accuracy):
@@ -269,13 +254,7 @@ def fit_nll(data):
         variance = m2 - m1 * m1
         return m1 - data.d_true[rows], variance, m3 - m1 * (3 * variance + m1 * m1)
 
-    return _solve_log_temperature(
-        _derivatives(data, row_terms),
-        limit_low,
-        limit_high,
-        _describe_nll,
-        data.scale,
-    )
+    return _solve_log_temperature(data, row_terms, limit_low, limit_high, _describe_nll)
 
 
 def _describe_nll(side):
@@ -322,7 +301,7 @@ def _bcts_pass(data, theta):
         wpd = w[:, None] * pd
         return (
             loss,
-            data.dot(w, m),
+            data.dot(w, m - data.d_true[rows]),
             xp.sum(wpd * d) - data.dot(w, m * m),
             xp.sum(wp, axis=0),
             xp.sum(wpd, axis=0) - (w * m) @ p,
@@ -330,10 +309,14 @@ def _bcts_pass(data, theta):
         )
 
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        loss, mean_d, var_d, weight, cross, outer = data.sums(one_block, _BCTS_BLOCK)
-    grad = np.concatenate([[factor * (mean_d - data.true_sum)], weight - data.totals])
+        loss, mean_d, var_d, weight, cross, outer = data.sums(
+            one_block, _EVALUATION_BLOCK
+        )
+    grad = np.concatenate([[factor * mean_d], weight - data.totals])
     hess = np.diag(np.concatenate([[factor * factor * var_d], weight]))
-    hess[1:, 1:] -= outer
+    # (+ 1 on the bias block: the loss does not see the biases' common
+    # constant, the Newton step then keeps sum_k b_k)
+    hess[1:, 1:] += data.total - outer
     hess[0, 1:] = hess[1:, 0] = factor * cross
     return float(loss) / data.total, grad / data.total, hess / data.total
 
@@ -355,16 +338,12 @@ def fit_bcts(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         start_temperature = fit_nll(data)
-    (data.true_sum,) = (
-        float(v) for v in data.host(data.dot(data.weights, data.d_true))
-    )
     data.totals = data.class_totals()
     theta = np.concatenate([[-np.log(start_temperature)], np.zeros(data.shape[1])])
-    gauge = np.concatenate([[0.0], np.ones(data.shape[1])])
     loss, grad, hess = _bcts_pass(data, theta)
     message = f"no convergence in {_MAX_NEWTON_STEPS} Newton steps"
     for _ in range(_MAX_NEWTON_STEPS):
-        step = np.linalg.lstsq(hess + np.outer(gauge, gauge), -grad, rcond=None)[0]
+        step = np.linalg.lstsq(hess, -grad, rcond=None)[0]
         decrement = -grad @ step
         if decrement <= _DECREMENT * max(loss, 1.0):
             theta += step
