@@ -13,6 +13,9 @@ in-place forms the standard has no equivalent for (``out=``, ``where=``,
 fancy indexing), as scikit-learn's array API helpers do.
 """
 
+from functools import reduce
+from operator import add
+
 import numpy as np
 
 from skprior._utils._array_api import (
@@ -76,15 +79,8 @@ class Rows:
 
         One pass; the sums come to the host in one transfer.
         """
-        total = None
-        for rows in self.slices(elements):
-            parts = function(rows, self.block(rows))
-            total = (
-                parts
-                if total is None
-                else [a + b for a, b in zip(total, parts, strict=True)]
-            )
-        return self.host(*total)
+        parts = (function(rows, self.block(rows)) for rows in self.slices(elements))
+        return self.host(*reduce(lambda t, p: [*map(add, t, p)], parts))
 
     def per_row(self, function, elements=None):
         """``function(rows, block)`` (a tuple of per-row vectors) for all rows."""
@@ -119,13 +115,6 @@ class Rows:
         if self.is_numpy:
             return a[np.arange(a.shape[0]), self.y[rows]]
         return self.xp.sum(self.xp.where(self.onehot(rows), a, 0.0), axis=1)
-
-    def minus_onehot(self, rows, a):
-        """``a - onehot(y)`` of a block (in place on NumPy)."""
-        if self.is_numpy:
-            a[np.arange(a.shape[0]), self.y[rows]] -= 1.0
-            return a
-        return a - self.xp.astype(self.onehot(rows), a.dtype)
 
     def true_entries(self):
         """``values[i, y_i]`` (shifted if the rows are) of every row."""
@@ -320,7 +309,10 @@ def softmax_loss(data, rows, u):
 def softmax_residual(data, rows, u):
     """:func:`softmax_loss`, with ``softmax - onehot`` (in place on NumPy)."""
     loss, p = softmax_loss(data, rows, u)
-    return loss, data.minus_onehot(rows, p)
+    if data.is_numpy:
+        p[np.arange(p.shape[0]), data.y[rows]] -= 1.0
+        return loss, p
+    return loss, p - data.xp.astype(data.onehot(rows), p.dtype)
 
 
 def softmax_curvature(data, rows, u):

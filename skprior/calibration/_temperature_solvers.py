@@ -341,36 +341,31 @@ def fit_bcts(data):
         start_temperature = fit_nll(data)
     data.totals = data.class_totals()
     theta = np.concatenate([[-np.log(start_temperature)], np.zeros(data.shape[1])])
+    message = f"in {_MAX_NEWTON_STEPS} Newton steps"
     with single_blas_thread():  # (small products, one per block)
         loss, grad, hess = _bcts_pass(data, theta)
-        message = f"no convergence in {_MAX_NEWTON_STEPS} Newton steps"
         for _ in range(_MAX_NEWTON_STEPS):
             step = np.linalg.lstsq(hess, -grad, rcond=None)[0]
-            decrement = -grad @ step
-            if decrement <= _DECREMENT * max(loss, 1.0):
-                theta += step
-                message = None
+            if -grad @ step <= _DECREMENT * max(loss, 1.0):
+                theta, message = theta + step, None
                 break
             # (T changes by at most e**2 a step: where the logits carry no
             # information, a tends to 0 and the full step would overflow it)
             step *= min(1.0, 2.0 / abs(step[0]))
-            t, decrement = 1.0, -grad @ step
-            for _ in range(_MAX_HALVINGS):
+            for t in 0.5 ** np.arange(_MAX_HALVINGS):
                 new = _bcts_pass(data, theta + t * step)
-                if new[0] <= loss - 1e-4 * t * decrement:  # (Armijo's condition)
+                if new[0] <= loss + 1e-4 * t * (grad @ step):  # (Armijo)
                     break
-                t /= 2
             else:
-                message = "the line search found no decrease of the loss"
+                message = "(its line search found no decrease of the loss)"
                 break
-            theta += t * step
-            decrease, (loss, grad, hess) = loss - new[0], new
+            theta, decrease, (loss, grad, hess) = theta + t * step, loss - new[0], new
             if decrease <= _DECREMENT / 10 * max(loss, 1.0):
                 message = None
                 break
     if message is not None:
         warn_user(
-            f"Bias-corrected temperature scaling did not converge: {message}",
+            f"Bias-corrected temperature scaling did not converge {message}.",
             ConvergenceWarning,
         )
     temperature = float(np.exp(-theta[0]))
