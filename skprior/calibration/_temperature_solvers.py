@@ -298,23 +298,22 @@ def _bcts_pass(data, theta):
         loss, p = softmax_loss(data, rows, d * factor + bias)
         d = xp.where(xp.isfinite(d), d, 0.0)  # (p is 0 at the -inf entries)
         pd = p * d
-        m, wp = xp.sum(pd, axis=1), w[:, None] * p
-        wpd = w[:, None] * pd
+        m = xp.sum(pd, axis=1)
         return (
             loss,
             data.dot(w, m - data.d_true[rows]),
-            xp.sum(wpd * d) - data.dot(w, m * m),
-            xp.sum(wp, axis=0),
-            xp.sum(wpd, axis=0) - (w * m) @ p,
-            p.T @ wp,
+            data.dot(w, xp.sum(pd * d, axis=1) - m * m),
+            w @ p,
+            w @ pd - (w * m) @ p,
+            p.T @ (w[:, None] * p),
         )
 
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        loss, mean_d, var_d, weight, cross, outer = data.sums(
+        loss, slope, curve, weight, cross, outer = data.sums(
             one_block, _EVALUATION_BLOCK
         )
-    grad = np.concatenate([[factor * mean_d], weight - data.totals])
-    hess = np.diag(np.concatenate([[factor * factor * var_d], weight]))
+    grad = np.concatenate([[factor * slope], weight - data.totals])
+    hess = np.diag(np.concatenate([[factor * factor * curve], weight]))
     # (+ 1 on the bias block: the loss does not see the biases' common
     # constant, the Newton step then keeps sum_k b_k)
     hess[1:, 1:] += data.total - outer
