@@ -62,7 +62,7 @@ _EVALUATION_BLOCK = 2**16
 # (BCTS's passes too: with 2**22 entries, 32 MB temporaries, 5 times slower.)
 # BCTS's Newton's method stops by the decrement.
 _DECREMENT = 1e-12
-_MAX_NEWTON_STEPS, _MAX_HALVINGS = 100, 30
+_MAX_NEWTON_STEPS, _MAX_HALVINGS = 100, 20
 
 
 def _prepass(data, terms):
@@ -331,22 +331,22 @@ def fit_bcts(data):
     fixed by a rank-one term on the Hessian (the Newton step then has
     ``sum_k b_k`` unchanged). It stops once the Newton decrement, twice the
     decrease the step predicts, is below ``_DECREMENT`` of the loss (the step
-    is then taken: the error after it is of the order of its square), or the
-    loss decreases by less than ``_DECREMENT / 10`` relative (the logits
-    carry no information, and ``a`` tends to 0).
+    is then taken: the error after it is of the order of its square), or when
+    no step along the Newton direction decreases the loss (it is at its
+    rounding level: so where the logits carry no information and ``a``
+    tends to 0, its limit).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         start_temperature = fit_nll(data)
     data.totals = data.class_totals()
     theta = np.concatenate([[-np.log(start_temperature)], np.zeros(data.shape[1])])
-    message = f"in {_MAX_NEWTON_STEPS} Newton steps"
     with single_blas_thread():  # (small products, one per block)
         loss, grad, hess = _bcts_pass(data, theta)
         for _ in range(_MAX_NEWTON_STEPS):
             step = np.linalg.lstsq(hess, -grad, rcond=None)[0]
             if -grad @ step <= _DECREMENT * max(loss, 1.0):
-                theta, message = theta + step, None
+                theta += step
                 break
             # (T changes by at most e**2 a step: where the logits carry no
             # information, a tends to 0 and the full step would overflow it)
@@ -355,18 +355,15 @@ def fit_bcts(data):
                 new = _bcts_pass(data, theta + t * step)
                 if new[0] <= loss + 1e-4 * t * (grad @ step):  # (Armijo)
                     break
-            else:
-                message = "(its line search found no decrease of the loss)"
+            else:  # (no decrease left to find: the loss is at its rounding)
                 break
-            theta, decrease, (loss, grad, hess) = theta + t * step, loss - new[0], new
-            if decrease <= _DECREMENT / 10 * max(loss, 1.0):
-                message = None
-                break
-    if message is not None:
-        warn_user(
-            f"Bias-corrected temperature scaling did not converge {message}.",
-            ConvergenceWarning,
-        )
+            theta, (loss, grad, hess) = theta + t * step, new
+        else:
+            warn_user(
+                f"Bias-corrected temperature scaling did not converge in "
+                f"{_MAX_NEWTON_STEPS} Newton steps.",
+                ConvergenceWarning,
+            )
     temperature = float(np.exp(-theta[0]))
     bias = theta[1:] - theta[1:].mean()
     _, spread = data.scale
