@@ -4,8 +4,8 @@ Every fit and map of the calibration package reads its data through
 :class:`Rows`: row blocks of the features in the working dtype (float64, or
 float32 on a device without it), with the labels and weights of the rows. A
 pass applies a function to every block on the data's device and reduces
-there; only scalars and ``K``-vectors come back to the host, where Brent's
-method and L-BFGS run, in one transfer (one ``dask.compute``) per pass.
+there; only scalars, ``K``-vectors and small matrices come back to the host,
+where the solvers run, in one transfer (one ``dask.compute``) per pass.
 
 NumPy runs the same code with its own block sizes (``row_blocks``: a block's
 temporaries stay small, or in the CPU cache) and, in the few hot kernels, the

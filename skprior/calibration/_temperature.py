@@ -4,7 +4,7 @@ The array functions :func:`softmax_temperature`, :func:`fit_temperature` and
 :func:`fit_bias_corrected_temperature`, one code path for NumPy and every
 array API namespace (the logits stay on their device; see ``_rows.py``); the
 estimator that calls them, :class:`TemperatureCalibratedClassifier`, is in
-``_classifier.py``. The root finding and the L-BFGS fit are in
+``_classifier.py``. The root finding and the Newton fit are in
 ``_temperature_solvers.py``.
 """
 
@@ -65,9 +65,8 @@ def softmax_temperature(logits, temperature, bias=None):
     array([[0.5, 0.5]])
     """
     z, on_device, apply = map_logits(logits)
-    n_classes = z.shape[1]
     if bias is not None:
-        bias = on_device(check_vector(bias, n_classes, "bias"))
+        bias = on_device(check_vector(bias, z.shape[1], "bias"))
     temperature = float(temperature)  # (a NumPy scalar is no array API operand)
 
     def transform(xp, rows):
@@ -106,10 +105,12 @@ def fit_temperature(
     :math:`\sum_i w_i [\log \sum_k e^{z_{ik}/T} - z_{i y_i}/T] / \sum_i w_i`,
     which is convex in :math:`1/T`; the root of its derivative is found.
 
-    Both are solved with Brent's method in :math:`\log T` on an interval derived
-    from the logits (from the smallest gap between a row's top two logits to a
-    multiple of the largest spread within a row) and widened until the sign
-    changes, so the scale of the logits does not matter.
+    Both are solved by Halley's method in :math:`\log T` from :math:`T = 1`
+    (the function and its first two derivatives from one pass over the data),
+    safeguarded by a bracket inside an interval derived from the logits (from
+    the smallest gap between a row's top two logits to a multiple of the
+    largest spread within a row, widened until the sign changes), so the scale
+    of the logits does not matter and a fit takes a few passes.
 
     Parameters
     ----------
@@ -206,8 +207,9 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         \min_{T, b} \frac{1}{\sum_i w_i} \sum_i w_i
         \Bigl[\log \sum_k e^{z_{ik}/T + b_k} - z_{i y_i}/T - b_{y_i}\Bigr].
 
-    The loss is convex in :math:`(1/T, b)`; it is minimised with L-BFGS and an
-    analytic gradient, starting from the NLL temperature
+    The loss is convex in :math:`(1/T, b)`; it is minimised by Newton's method
+    (the gradient and Hessian from one pass over the data, a backtracking
+    line search), starting from the NLL temperature
     (:func:`fit_temperature`) and zero biases. The biases are defined up to a
     common constant; the one returned has mean zero.
 
@@ -232,7 +234,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     Warns
     -----
     ConvergenceWarning
-        When L-BFGS stops before convergence.
+        When Newton's method has not converged in 100 steps.
     UserWarning
         When the logits are no better than chance: the fitted log loss beats
         that of the class biases alone (the label frequencies, ``T -> inf``)

@@ -3,20 +3,27 @@
 Solvers behind :func:`skprior.fit_temperature` and
 :func:`skprior.fit_bias_corrected_temperature`, on validated logits
 (:class:`~skprior.calibration._rows.Rows` of any array namespace) shifted so
-that each row's maximum is 0 (no input checks here). Every evaluation of the
-function whose root Brent's method finds, and every loss and gradient of
-L-BFGS, is one pass over the logits on their device that returns a scalar or a
-``K``-vector; rows that must not count have weight 0.
+that each row's maximum is 0 (no input checks here). Every evaluation (a
+function with its first two derivatives, or BCTS's loss with its gradient and
+Hessian) is one pass over the logits on their device that returns scalars,
+``K``-vectors or a ``(K + 1) x (K + 1)`` matrix; rows that must not count have
+weight 0. The steps are second order, so a fit takes a few passes.
 
 How the temperature is found
 ----------------------------
 Both one-parameter methods reduce to the root of a function of ``log T`` that
-never increases with ``T``, solved with Brent's method in ``log T``:
+never increases with ``T``, solved by Halley's method in ``log T``, safeguarded
+by a bracket:
 
 * EC: ``mean_i max_k softmax(z_i / T)_k - accuracy``.
 * NLL: the derivative of the mean log loss with respect to ``beta = 1 / T``,
   ``mean_i (E_{softmax(beta z_i)}[z_i] - z_{i y_i})``; the log loss is convex
   in ``beta``, so its derivative increases with ``beta``.
+
+The derivatives come from the same pass: with ``p = softmax(beta d)``, the top
+probability ``c = 1 / sum_k exp(beta d_k)`` has ``dc / dbeta = -c E_p[d]``, and
+``E_p[d]`` has the variance of ``d`` under ``p`` as its derivative, which has
+the third central moment as its own.
 
 Both functions have closed-form limits at ``T -> 0`` and ``T -> infinity``;
 comparing them with zero tells whether a root exists before any search. The
@@ -25,6 +32,9 @@ the top logit and the next one, and the largest spread within a row), so that
 logits of any scale are handled, and widened until the sign changes. Everything
 is computed on ``d = z - max_k z``, which is invariant for the softmax and keeps
 every exponent at most 0.
+
+BCTS minimises its log loss, convex in ``(1 / T, b)``, by Newton's method
+(:func:`fit_bcts`).
 """
 
 import warnings
@@ -43,7 +53,7 @@ from skprior.calibration._rows import exp_, softmax_loss
 # row), where every softmax is uniform to about 1e-3.
 _LOW_FACTOR = 1.0 / 40.0
 _HIGH_FACTOR = 1e3
-_MAX_WIDENINGS = 40
+_WIDENING = 40 * np.log(10.0)  # (40 decades either way)
 # A Halley (Newton) step this small in log T is the last: the error after it
 # is of the order of its cube (square), 1e-18.
 _HALLEY_STEP, _NEWTON_STEP = 1e-6, 1e-9
@@ -142,7 +152,7 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
     Halley's method from ``T = 1``, safeguarded: a step is at most ``cap``
     (doubled each time it binds, so any scale is reached in a few steps) and
     stays inside the bracket of the points evaluated so far (bisection
-    otherwise), within the search interval widened ``_MAX_WIDENINGS`` times.
+    otherwise), within the search interval widened by ``_WIDENING`` in ``log T``.
     Without a root, warn with ``describe(which)`` and return the end of that
     interval on that side.
     """
@@ -158,15 +168,12 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
         side = "low" if limit_low[0] <= limit_low[1] else "high"
         warn_user(describe(side))
         return float(np.exp(log_low if side == "low" else log_high))
-    widen = _MAX_WIDENINGS * np.log(10.0)
-    ends = (log_low - widen, log_high + widen)
+    ends = (log_low - _WIDENING, log_high + _WIDENING)
     bracket, known = list(ends), [False, False]
     x, cap, side = min(max(0.0, ends[0]), ends[1]), 2.0, None
     for _ in range(_MAX_STEPS):
         with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
             f, f1, f2 = _derivatives(data, row_terms, x)
-        if f == 0:
-            break
         # (f > 0: the root is above x; toward: the bracket end on that side)
         below, toward = int(f < 0), int(f > 0)
         bracket[below], known[below] = x, True
