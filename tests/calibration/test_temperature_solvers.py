@@ -1,12 +1,12 @@
-"""The second-order temperature solvers against naive references.
+"""The temperature solvers against naive references.
 
 EC and NLL: safeguarded Halley steps in ``log T`` on the value and first two
 derivatives of a monotone function, all from one pass (``_derivatives``);
-BCTS: Newton's method on the loss, gradient and Hessian of one pass
-(``_bcts_pass``). Each is checked against the formula written plainly in NumPy
-(finite differences for the derivatives, ``brentq`` / ``scipy.optimize.
-minimize`` for the solutions), on real CIFAR outputs and on synthetic logits
-with weights and ``-inf`` entries, and for the number of passes it takes.
+BCTS: L-BFGS with its biases preconditioned by the class frequencies. Each is
+checked against the formula written plainly in NumPy (finite differences for
+the derivatives, ``brentq`` / ``scipy.optimize.minimize`` for the solutions),
+on real CIFAR outputs and on synthetic logits with weights and ``-inf``
+entries, and for the number of passes it takes.
 """
 
 import numpy as np
@@ -88,12 +88,6 @@ def naive_bcts_loss(params, logits, y, weights):
         [[np.sum(residual * z, axis=1) @ weights], residual.T @ weights]
     )
     return loss @ weights / weights.sum(), grad / weights.sum()
-
-
-def shifted_rows(logits, y, weights):
-    data = fit_rows(logits, y, weights, shift=True).usable()
-    data.totals = data.class_totals()
-    return data
 
 
 # -- EC and NLL -----------------------------------------------------------------------
@@ -202,43 +196,11 @@ def test_far_temperatures_are_reached_by_doubling_steps(scale, method):
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
-def test_bcts_pass_matches_the_naive_gradient_and_its_differences(name):
-    """_bcts_pass at theta = (log a, b): the loss and gradient of the naive loss
-    (chain rule to log a), and the Hessian in (a, b) from central differences
-    of the naive gradient, scaled by a, plus the rank-one term 1 on the biases."""
-    logits, y, weights = PROBLEMS[name]
-    weights = np.ones(len(y)) if weights is None else weights
-    n_classes = logits.shape[1]
-    rng = np.random.default_rng(3)
-    a, b = 0.7, rng.normal(scale=0.3, size=n_classes)
-    loss, grad, hess = solvers._bcts_pass(
-        shifted_rows(logits, y, weights), np.concatenate([[np.log(a)], b])
-    )
-    d = logits - logits.max(axis=1, keepdims=True)
-    params = np.concatenate([[a], b])
-    naive_loss, naive_grad = naive_bcts_loss(params, d, y, weights)
-    assert loss == pytest.approx(naive_loss, rel=1e-12)
-    scale = np.concatenate([[a], np.ones(n_classes)])
-    np.testing.assert_allclose(grad, scale * naive_grad, rtol=1e-9, atol=1e-14)
-    h = 1e-6
-    columns = [
-        (
-            naive_bcts_loss(params + h * e, d, y, weights)[1]
-            - naive_bcts_loss(params - h * e, d, y, weights)[1]
-        )
-        / (2 * h)
-        for e in np.eye(n_classes + 1)
-    ]
-    expected = scale[:, None] * np.array(columns) * scale[None, :]
-    expected[1:, 1:] += 1.0
-    np.testing.assert_allclose(hess, expected, rtol=1e-5, atol=1e-8)
-
-
-@pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_bcts_equals_naive_minimize(name):
     """T and the mean-zero biases minimise the naive loss: the same minimum
-    as scipy.optimize.minimize (L-BFGS on the naive loss and gradient, run
-    to its rounding), and a gradient at rounding level."""
+    as scipy.optimize.minimize (L-BFGS on the naive loss and gradient in
+    (1 / T, b), without the preconditioning, run to its rounding), and a
+    gradient within L-BFGS's tolerance."""
     logits, y, weights = PROBLEMS[name]
     weights = np.ones(len(y)) if weights is None else weights
     temperature, bias = fit_bias_corrected_temperature(logits, y, sample_weight=weights)
@@ -257,27 +219,30 @@ def test_bcts_equals_naive_minimize(name):
         [[0.0], np.full(len(bias), reference.x[1:].mean())]
     )
     loss, grad = naive_bcts_loss(found, d, y, weights)
-    assert loss <= reference.fun + 1e-13
-    assert np.max(np.abs(grad)) < 1e-9
+    assert loss <= reference.fun + 1e-12
+    assert np.max(np.abs(grad)) < 1e-6
     # (L-BFGS's own precision, some 1e-6 on 100 classes, sets the tolerance)
     np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", sorted(PROBLEMS))
-def test_bcts_takes_few_passes(name):
-    """From the NLL temperature, Newton's method needs at most 7 passes (L-BFGS
-    took well over 100)."""
+@pytest.mark.parametrize(
+    ("name", "most"),
+    [("densenet-bc-100-cifar-100", 40), ("lenet-5-cifar-10", 20), ("synthetic", 20)],
+)
+def test_bcts_takes_few_passes(name, most):
+    """With the biases in units of 1 / sqrt(class frequency), L-BFGS needs
+    about 25 passes on 100 classes (86 without)."""
     logits, y, weights = PROBLEMS[name]
     calls = []
-    original = solvers._bcts_pass
+    original = solvers._bcts_loss
 
-    def count(data, theta):
-        calls.append(theta.copy())
-        return original(data, theta)
+    def count(*args):
+        calls.append(args[0].copy())
+        return original(*args)
 
-    solvers._bcts_pass = count
+    solvers._bcts_loss = count
     try:
         fit_bias_corrected_temperature(logits, y, sample_weight=weights)
     finally:
-        solvers._bcts_pass = original
-    assert 1 <= len(calls) <= 7
+        solvers._bcts_loss = original
+    assert 1 <= len(calls) <= most
