@@ -11,6 +11,18 @@ for BCTS, the mean log loss of the fit, next to the figures measured before
 the second-order solvers (``BEFORE``; the main tree at e772ebf, measured with
 ``PYTHONPATH`` set to it, on the same shared 2-core machine).
 
+Measured on the shared 2-core machine (other processes busy: the spread is
+theirs; best of 3 at 200,000 rows, one run at 1e6), passes (seconds):
+
+* 200,000 rows, before (main at e772ebf): EC 16.1 (1.86 s), NLL 16.3
+  (1.88 s), BCTS 192.6 (22.3 s).
+* 200,000 rows, this tree: EC 5.0-7.4 (0.57-1.25 s), NLL 6.0-7.2
+  (0.83-1.02 s), BCTS 33.0 (5.6 s); with Newton's method for BCTS (commit
+  5edf410): BCTS 20.2 (2.3 s).
+* 1,000,000 rows, this tree: EC 5.5, NLL 5.8, BCTS 25.0 (23.3 s, at a load
+  of 3.9); with Newton's method (5edf410): EC 5.2, NLL 5.3, BCTS 18.1
+  (11.5 s).
+
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_temperature_passes.py [--rows 1000000]
