@@ -4,14 +4,17 @@ Every fit and map of the calibration package reads its data through
 :class:`Rows`: row blocks of the features in the working dtype (float64, or
 float32 on a device without it), with the labels and weights of the rows. A
 pass applies a function to every block on the data's device and reduces
-there; only scalars and ``K``-vectors come back to the host, where Brent's
-method and L-BFGS run, in one transfer (one ``dask.compute``) per pass.
+there; only scalars and ``K``-vectors come back to the host, where the
+solvers run, in one transfer (one ``dask.compute``) per pass.
 
 NumPy runs the same code with its own block sizes (``row_blocks``: a block's
 temporaries stay small, or in the CPU cache) and, in the few hot kernels, the
 in-place forms the standard has no equivalent for (``out=``, ``where=``,
 fancy indexing), as scikit-learn's array API helpers do.
 """
+
+from functools import reduce
+from operator import add
 
 import numpy as np
 
@@ -76,15 +79,8 @@ class Rows:
 
         One pass; the sums come to the host in one transfer.
         """
-        total = None
-        for rows in self.slices(elements):
-            parts = function(rows, self.block(rows))
-            total = (
-                parts
-                if total is None
-                else [a + b for a, b in zip(total, parts, strict=True)]
-            )
-        return self.host(*total)
+        parts = (function(rows, self.block(rows)) for rows in self.slices(elements))
+        return self.host(*reduce(lambda t, p: [*map(add, t, p)], parts))
 
     def per_row(self, function, elements=None):
         """``function(rows, block)`` (a tuple of per-row vectors) for all rows."""
@@ -119,13 +115,6 @@ class Rows:
         if self.is_numpy:
             return a[np.arange(a.shape[0]), self.y[rows]]
         return self.xp.sum(self.xp.where(self.onehot(rows), a, 0.0), axis=1)
-
-    def minus_onehot(self, rows, a):
-        """``a - onehot(y)`` of a block (in place on NumPy)."""
-        if self.is_numpy:
-            a[np.arange(a.shape[0]), self.y[rows]] -= 1.0
-            return a
-        return a - self.xp.astype(self.onehot(rows), a.dtype)
 
     def true_entries(self):
         """``values[i, y_i]`` (shifted if the rows are) of every row."""
@@ -314,7 +303,10 @@ def softmax_residual(data, rows, u):
     sums = xp.sum(u, axis=1, keepdims=True)
     loss = xp.where(w > 0, (top + xp.log(sums))[:, 0] - u_true, 0.0)
     u /= sums
-    return data.dot(w, loss), data.minus_onehot(rows, u)
+    if data.is_numpy:
+        u[np.arange(u.shape[0]), data.y[rows]] -= 1.0
+        return data.dot(w, loss), u
+    return data.dot(w, loss), u - xp.astype(data.onehot(rows), u.dtype)
 
 
 def softmax_curvature(data, rows, u):

@@ -65,9 +65,8 @@ def softmax_temperature(logits, temperature, bias=None):
     array([[0.5, 0.5]])
     """
     z, on_device, apply = map_logits(logits)
-    n_classes = z.shape[1]
     if bias is not None:
-        bias = on_device(check_vector(bias, n_classes, "bias"))
+        bias = on_device(check_vector(bias, z.shape[1], "bias"))
     temperature = float(temperature)  # (a NumPy scalar is no array API operand)
 
     def transform(xp, rows):
@@ -106,10 +105,12 @@ def fit_temperature(
     :math:`\sum_i w_i [\log \sum_k e^{z_{ik}/T} - z_{i y_i}/T] / \sum_i w_i`,
     which is convex in :math:`1/T`; the root of its derivative is found.
 
-    Both are solved with Brent's method in :math:`\log T` on an interval derived
-    from the logits (from the smallest gap between a row's top two logits to a
-    multiple of the largest spread within a row) and widened until the sign
-    changes, so the scale of the logits does not matter.
+    Both are solved by Halley's method in :math:`\log T` from :math:`T = 1`
+    (the function and its first two derivatives from one pass over the data),
+    safeguarded by a bracket inside an interval derived from the logits (from
+    the smallest gap between a row's top two logits to a multiple of the
+    largest spread within a row, widened until the sign changes), so the scale
+    of the logits does not matter and a fit takes a few passes.
 
     Parameters
     ----------
