@@ -4,8 +4,8 @@ Every fit and map of the calibration package reads its data through
 :class:`Rows`: row blocks of the features in the working dtype (float64, or
 float32 on a device without it), with the labels and weights of the rows. A
 pass applies a function to every block on the data's device and reduces
-there; only scalars and ``K``-vectors come back to the host, where the
-solvers run, in one transfer (one ``dask.compute``) per pass.
+there; only scalars, ``K``-vectors and small matrices come back to the host,
+where the solvers run, in one transfer (one ``dask.compute``) per pass.
 
 NumPy runs the same code with its own block sizes (``row_blocks``: a block's
 temporaries stay small, or in the CPU cache) and, in the few hot kernels, the
@@ -287,15 +287,15 @@ def finite_product(xp, e, d):
     return e * xp.where(xp.isfinite(d), d, 0.0)
 
 
-def softmax_residual(data, rows, u):
-    """Weighted log loss of ``softmax(u)`` on a block, and ``softmax - onehot``.
+def softmax_loss(data, rows, u):
+    """Weighted log loss of ``softmax(u)`` on a block, and ``softmax(u)``.
 
-    ``u`` is overwritten by the residual on NumPy. Rows of weight 0 add 0,
+    ``u`` is overwritten by the softmax on NumPy. Rows of weight 0 add 0,
     even when their true class is at ``-inf``.
     """
     xp, w = data.xp, data.weights[rows]
     # (the loss's log-sum-exp, top + log(sums), shares its exponentials with
-    # the residual: logsumexp() and a second exp would read the block twice)
+    # the softmax: logsumexp() and a second exp would read the block twice)
     top = xp.max(u, axis=1, keepdims=True)
     u_true = data.take_true(rows, u)
     u -= top
@@ -303,10 +303,16 @@ def softmax_residual(data, rows, u):
     sums = xp.sum(u, axis=1, keepdims=True)
     loss = xp.where(w > 0, (top + xp.log(sums))[:, 0] - u_true, 0.0)
     u /= sums
+    return data.dot(w, loss), u
+
+
+def softmax_residual(data, rows, u):
+    """:func:`softmax_loss`, with ``softmax - onehot`` (in place on NumPy)."""
+    loss, p = softmax_loss(data, rows, u)
     if data.is_numpy:
-        u[np.arange(u.shape[0]), data.y[rows]] -= 1.0
-        return data.dot(w, loss), u
-    return data.dot(w, loss), u - xp.astype(data.onehot(rows), u.dtype)
+        p[np.arange(p.shape[0]), data.y[rows]] -= 1.0
+        return loss, p
+    return loss, p - data.xp.astype(data.onehot(rows), p.dtype)
 
 
 def softmax_curvature(data, rows, u):

@@ -46,7 +46,12 @@ from sklearn.exceptions import ConvergenceWarning
 from skprior._utils._kernels import single_blas_thread
 from skprior._utils._validation import warn_user
 from skprior.calibration._checks import effective_rows
-from skprior.calibration._rows import exp_, finite_product, softmax_residual
+from skprior.calibration._rows import (
+    exp_,
+    finite_product,
+    softmax_loss,
+    softmax_residual,
+)
 
 # Search interval before widening: T from (smallest top-logit gap) / 40, where
 # every softmax is one-hot to double precision, to 1000 x (largest spread of a
@@ -70,6 +75,12 @@ _CHI2_1DF_99 = 6.634896601021214
 # sums per row first, so the result does not depend on the blocks.
 _EVALUATION_BLOCK = 2**16
 # (BCTS's passes too: with 2**22 entries, 32 MB temporaries, 5 times slower.)
+# BCTS by Newton's method up to this many classes: its pass adds a K x K
+# product per block (at K = 100 a pass costs about twice L-BFGS's, and a fit
+# takes 20 passes against 33); above, by L-BFGS. Newton stops by the decrement.
+_NEWTON_MAX_CLASSES = 128
+_DECREMENT = 1e-12
+_MAX_NEWTON_STEPS, _MAX_HALVINGS = 100, 20
 
 
 def _prepass(data, terms):
@@ -309,42 +320,135 @@ def _bcts_loss(params, data, scale):
     )
 
 
-def fit_bcts(data):
-    """Temperature and mean-zero class biases minimising the log loss of BCTS.
+def _bcts_lbfgs(data, start_temperature):
+    """BCTS by L-BFGS with the gradient of :func:`_bcts_loss`: ``(T, b, loss)``.
 
-    ``data`` are shifted rows (:meth:`Rows.usable`) in which every class has
-    weight. L-BFGS with the analytic gradient of :func:`_bcts_loss`, started
-    from the NLL temperature: the free factor is then of order 1 at any logit
-    scale, which keeps it well conditioned; so are the biases, in units of
-    ``1 / sqrt(class frequency)`` (without that, 100 classes took about four
-    times the passes).
+    Started from the NLL temperature: the free factor is then of order 1 at
+    any logit scale, which keeps it well conditioned; so are the biases, in
+    units of ``1 / sqrt(class frequency)`` (without that, 100 classes took
+    about four times the passes).
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        start_temperature = fit_nll(data)
     # (the biases in units of 1 / sqrt(class frequency), where their Hessian,
     # about diag(frequencies) - outer(frequencies), is about the identity)
-    frequencies = data.class_totals() / data.total
+    frequencies = data.totals / data.total
     scale = np.concatenate([[1.0 / start_temperature], 1.0 / np.sqrt(frequencies)])
-    with single_blas_thread():  # (matrix-vector products, one per block)
-        result = minimize(
-            _bcts_loss,
-            np.zeros(data.shape[1] + 1),
-            args=(data, scale),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},
-        )
+    result = minimize(
+        _bcts_loss,
+        np.zeros(data.shape[1] + 1),
+        args=(data, scale),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},
+    )
     if not result.success:
         warn_user(
             f"Bias-corrected temperature scaling did not converge: {result.message}",
             ConvergenceWarning,
         )
     temperature = float(1.0 / (np.exp(result.x[0]) * scale[0]))
-    bias = result.x[1:] * scale[1:]
-    bias -= bias.mean()
+    return temperature, result.x[1:] * scale[1:], result.fun
+
+
+def _bcts_pass(data, theta):
+    """BCTS's mean log loss, gradient and Hessian at ``theta``: one pass.
+
+    ``theta = (log a, b)``, the logits ``a d + b``. The Hessian is that in
+    ``(a, b)``, where the loss is convex (``sum_i w_i J_i^T (diag(p_i) - p_i
+    p_i^T) J_i`` with ``J_i = [d_i, I]``: one product ``P^T diag(w) P`` per
+    block), scaled by ``a`` in the first row and column; it lacks the term
+    ``a dL/da`` of the Hessian in ``log a``, which is 0 at the minimum and
+    would make the matrix indefinite away from it. The ``-inf`` entries of
+    ``d`` have probability exactly 0.
+    """
+    xp, factor = data.xp, float(np.exp(theta[0]))
+    bias = data.asarray(theta[1:])
+
+    def one_block(rows, d):
+        w = data.weights[rows]
+        loss, p = softmax_loss(data, rows, d * factor + bias)
+        d = xp.where(xp.isfinite(d), d, 0.0)  # (p is 0 at the -inf entries)
+        pd = p * d
+        m = xp.sum(pd, axis=1)
+        return (
+            loss,
+            data.dot(w, m - data.d_true[rows]),
+            data.dot(w, xp.sum(pd * d, axis=1) - m * m),
+            w @ p,
+            w @ pd - (w * m) @ p,
+            p.T @ (w[:, None] * p),
+        )
+
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        loss, slope, curve, weight, cross, outer = data.sums(
+            one_block, _EVALUATION_BLOCK
+        )
+    grad = np.concatenate([[factor * slope], weight - data.totals])
+    hess = np.diag(np.concatenate([[factor * factor * curve], weight]))
+    # (+ 1 on the bias block: the loss does not see the biases' common
+    # constant, the Newton step then keeps sum_k b_k)
+    hess[1:, 1:] += data.total - outer
+    hess[0, 1:] = hess[1:, 0] = factor * cross
+    return float(loss) / data.total, grad / data.total, hess / data.total
+
+
+def _bcts_newton(data, start_temperature):
+    """BCTS by Newton's method in ``(log a, b)``: ``(T, b, loss)``.
+
+    The gradient and Hessian of :func:`_bcts_pass`, a backtracking (Armijo)
+    line search, started from the NLL temperature and zero biases; the
+    biases' common constant, which the loss does not see, is fixed by a
+    rank-one term on the Hessian (the Newton step then keeps ``sum_k b_k``).
+    It stops once the Newton decrement, twice the decrease the step predicts,
+    is below ``_DECREMENT`` of the loss (the step is then taken: the error
+    after it is of the order of its square), or when no step along the Newton
+    direction decreases the loss (it is at its rounding level: so where the
+    logits carry no information and ``a`` tends to 0, its limit).
+    """
+    theta = np.concatenate([[-np.log(start_temperature)], np.zeros(data.shape[1])])
+    loss, grad, hess = _bcts_pass(data, theta)
+    for _ in range(_MAX_NEWTON_STEPS):
+        step = np.linalg.lstsq(hess, -grad, rcond=None)[0]
+        if -grad @ step <= _DECREMENT * max(loss, 1.0):
+            theta += step
+            break
+        # (T changes by at most e**2 a step: where the logits carry no
+        # information, a tends to 0 and the full step would overflow it)
+        step *= min(1.0, 2.0 / abs(step[0]))
+        for t in 0.5 ** np.arange(_MAX_HALVINGS):
+            new = _bcts_pass(data, theta + t * step)
+            if new[0] <= loss + 1e-4 * t * (grad @ step):  # (Armijo)
+                break
+        else:  # (no decrease left to find: the loss is at its rounding)
+            break
+        theta, (loss, grad, hess) = theta + t * step, new
+    else:
+        warn_user(
+            f"Bias-corrected temperature scaling did not converge in "
+            f"{_MAX_NEWTON_STEPS} Newton steps.",
+            ConvergenceWarning,
+        )
+    return float(np.exp(-theta[0])), theta[1:], loss
+
+
+def fit_bcts(data):
+    """Temperature and mean-zero class biases minimising the log loss of BCTS.
+
+    ``data`` are shifted rows (:meth:`Rows.usable`) in which every class has
+    weight. Started from the NLL temperature; Newton's method
+    (:func:`_bcts_newton`) up to ``_NEWTON_MAX_CLASSES`` classes, L-BFGS
+    (:func:`_bcts_lbfgs`) above, where the Newton pass's ``K x K`` product
+    per block would cost more than the passes it saves.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        start_temperature = fit_nll(data)
+    data.totals = data.class_totals()
+    solve = _bcts_newton if data.shape[1] <= _NEWTON_MAX_CLASSES else _bcts_lbfgs
+    with single_blas_thread():  # (small products, one or two per block)
+        temperature, bias, loss = solve(data, start_temperature)
+    bias = bias - bias.mean()
     _, spread = data.scale
-    gain = _likelihood_ratio(result.fun, data)
+    gain = _likelihood_ratio(loss, data)
     if gain < _CHI2_1DF_99 or (
         spread is not None and temperature > spread * _HIGH_FACTOR
     ):

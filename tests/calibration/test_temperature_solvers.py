@@ -1,12 +1,14 @@
-"""The temperature solvers against naive references.
+"""The second-order temperature solvers against naive references.
 
 EC and NLL: safeguarded Halley steps in ``log T`` on the value and first two
 derivatives of a monotone function, all from one pass (``_derivatives``);
-BCTS: L-BFGS with its biases preconditioned by the class frequencies. Each is
-checked against the formula written plainly in NumPy (finite differences for
-the derivatives, ``brentq`` / ``scipy.optimize.minimize`` for the solutions),
-on real CIFAR outputs and on synthetic logits with weights and ``-inf``
-entries, and for the number of passes it takes.
+BCTS: Newton's method on the loss, gradient and Hessian of one pass
+(``_bcts_pass``) up to ``_NEWTON_MAX_CLASSES`` classes, L-BFGS with its biases
+preconditioned by the class frequencies above (tested here by lowering the
+threshold). Each is checked against the formula written plainly in NumPy
+(finite differences for the derivatives, ``brentq`` / ``scipy.optimize.
+minimize`` for the solutions), on real CIFAR outputs and on synthetic logits
+with weights and ``-inf`` entries, and for the number of passes it takes.
 """
 
 import numpy as np
@@ -88,6 +90,12 @@ def naive_bcts_loss(params, logits, y, weights):
         [[np.sum(residual * z, axis=1) @ weights], residual.T @ weights]
     )
     return loss @ weights / weights.sum(), grad / weights.sum()
+
+
+def shifted_rows(logits, y, weights):
+    data = fit_rows(logits, y, weights, shift=True).usable()
+    data.totals = data.class_totals()
+    return data
 
 
 # -- EC and NLL -----------------------------------------------------------------------
@@ -196,7 +204,95 @@ def test_far_temperatures_are_reached_by_doubling_steps(scale, method):
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_bcts_pass_matches_the_naive_gradient_and_its_differences(name):
+    """_bcts_pass at theta = (log a, b): the loss and gradient of the naive loss
+    (chain rule to log a), and the Hessian in (a, b) from central differences
+    of the naive gradient, scaled by a, plus the rank-one term 1 on the biases."""
+    logits, y, weights = PROBLEMS[name]
+    weights = np.ones(len(y)) if weights is None else weights
+    n_classes = logits.shape[1]
+    rng = np.random.default_rng(3)
+    a, b = 0.7, rng.normal(scale=0.3, size=n_classes)
+    loss, grad, hess = solvers._bcts_pass(
+        shifted_rows(logits, y, weights), np.concatenate([[np.log(a)], b])
+    )
+    d = logits - logits.max(axis=1, keepdims=True)
+    params = np.concatenate([[a], b])
+    naive_loss, naive_grad = naive_bcts_loss(params, d, y, weights)
+    assert loss == pytest.approx(naive_loss, rel=1e-12)
+    scale = np.concatenate([[a], np.ones(n_classes)])
+    np.testing.assert_allclose(grad, scale * naive_grad, rtol=1e-9, atol=1e-14)
+    h = 1e-6
+    columns = [
+        (
+            naive_bcts_loss(params + h * e, d, y, weights)[1]
+            - naive_bcts_loss(params - h * e, d, y, weights)[1]
+        )
+        / (2 * h)
+        for e in np.eye(n_classes + 1)
+    ]
+    expected = scale[:, None] * np.array(columns) * scale[None, :]
+    expected[1:, 1:] += 1.0
+    np.testing.assert_allclose(hess, expected, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_bcts_equals_naive_minimize(name):
+    """T and the mean-zero biases minimise the naive loss: the same minimum
+    as scipy.optimize.minimize (L-BFGS on the naive loss and gradient, run
+    to its rounding), and a gradient at rounding level."""
+    logits, y, weights = PROBLEMS[name]
+    weights = np.ones(len(y)) if weights is None else weights
+    temperature, bias = fit_bias_corrected_temperature(logits, y, sample_weight=weights)
+    found = np.concatenate([[1 / temperature], bias])
+    d = logits - logits.max(axis=1, keepdims=True)  # (the same softmax)
+    reference = minimize(
+        naive_bcts_loss,
+        np.concatenate([[1.0], np.zeros(logits.shape[1])]),
+        args=(d, y, weights),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(1e-6, None)] + [(None, None)] * len(bias),  # (a > 0: -inf stays)
+        options={"gtol": 1e-11, "ftol": 1e-15, "maxiter": 10_000},
+    )
+    expected = reference.x - np.concatenate(
+        [[0.0], np.full(len(bias), reference.x[1:].mean())]
+    )
+    loss, grad = naive_bcts_loss(found, d, y, weights)
+    assert loss <= reference.fun + 1e-13
+    assert np.max(np.abs(grad)) < 1e-9
+    # (L-BFGS's own precision, some 1e-6 on 100 classes, sets the tolerance)
+    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_bcts_takes_few_passes(name):
+    """From the NLL temperature, Newton's method needs at most 7 passes (L-BFGS
+    took well over 100)."""
+    logits, y, weights = PROBLEMS[name]
+    calls = []
+    original = solvers._bcts_pass
+
+    def count(data, theta):
+        calls.append(theta.copy())
+        return original(data, theta)
+
+    solvers._bcts_pass = count
+    try:
+        fit_bias_corrected_temperature(logits, y, sample_weight=weights)
+    finally:
+        solvers._bcts_pass = original
+    assert 1 <= len(calls) <= 7
+
+
+@pytest.fixture
+def lbfgs(monkeypatch):
+    """BCTS by L-BFGS, the solver above ``_NEWTON_MAX_CLASSES`` classes."""
+    monkeypatch.setattr(solvers, "_NEWTON_MAX_CLASSES", 1)
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_bcts_lbfgs_equals_naive_minimize(name, lbfgs):
     """T and the mean-zero biases minimise the naive loss: the same minimum
     as scipy.optimize.minimize (L-BFGS on the naive loss and gradient in
     (1 / T, b), without the preconditioning, run to its rounding), and a
@@ -229,7 +325,7 @@ def test_bcts_equals_naive_minimize(name):
     ("name", "most"),
     [("densenet-bc-100-cifar-100", 40), ("lenet-5-cifar-10", 20), ("synthetic", 20)],
 )
-def test_bcts_takes_few_passes(name, most):
+def test_bcts_lbfgs_takes_few_passes(name, most, lbfgs):
     """With the biases in units of 1 / sqrt(class frequency), L-BFGS needs
     about 25 passes on 100 classes (86 without)."""
     logits, y, weights = PROBLEMS[name]
