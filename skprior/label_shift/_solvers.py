@@ -115,16 +115,17 @@ class _Problem:
     results cross back as a ``K``-vector and a scalar.
     """
 
-    def __init__(self, proba, train_prior, concentration, tol):
+    def __init__(self, proba, train_prior, concentration, tol, solver):
         self.proba = proba
         self.xp, self.is_numpy = get_namespace(proba)
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
         self.blocks = pass_blocks(proba.shape, proba.dtype) if self.is_numpy else None
-        # A float32 pass errs by about 1e-7 in the L1 size of an EM step: for
-        # a finer tolerance the passes are float64 (see ``_pass_numpy``).
-        narrow = tol >= FLOAT32_PASS_TOL and str(proba.dtype).endswith("float32")
-        self.pass_dtype = np.float32 if narrow else np.float64
+        # A float32 pass errs by about 1e-7 in the L1 size of an EM step and in
+        # the mean log-likelihood: for a finer tolerance, and for the line
+        # search of PGA on that likelihood, the passes are float64.
+        exact = tol < FLOAT32_PASS_TOL or solver == "pga"
+        self.pass_dtype = np.float64 if exact else proba.dtype
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
         self.tol = tol  # classes below it get the KKT check of ``residual``
         self.n_passes = 0
@@ -371,7 +372,7 @@ def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol)
     BLAS runs on one thread: the passes are memory-bound (see
     ``_kernels.single_blas_thread``).
     """
-    problem = _Problem(proba, train_prior, concentration, tol)
+    problem = _Problem(proba, train_prior, concentration, tol, solver)
     with single_blas_thread():
         prior, n_iter, converged, log_d = _SOLVERS[solver](
             problem, start, max_iter, tol
@@ -390,13 +391,12 @@ def _pass_numpy(proba, weights, blocks, dtype):
     ``D_i <= 1`` cannot overflow; each ``D_i`` and each block's sums are exact
     to float32 rounding (a relative 1e-7), and the blocks add up in float64.
     A block with a ``D_i`` near float32's underflow, where it would lose
-    digits, is done in float64, as is every block in ``dtype`` float64.
+    digits, is done in float64, as is every block in ``dtype`` float64 (a
+    float32 input converted block by block).
     """
-    narrow = dtype == np.float32
-    scale = weights.max() if narrow else 1.0
+    scale = weights.max() if dtype == np.float32 else 1.0  # (float64 as before)
     weights = weights / scale
     narrow_weights = weights.astype(dtype)
-    floor = 2.0**-90 if narrow else 0.0
     log_d_sum = 0.0
     column_sums_ = np.zeros(proba.shape[1])
     # D_i = 0 only when row i lies on classes with prior 0 (the projected
@@ -405,11 +405,11 @@ def _pass_numpy(proba, weights, blocks, dtype):
         for block in blocks:
             rows = proba[block].astype(dtype, copy=False)
             d = rows @ narrow_weights
-            if not d.min() > floor:
+            if not d.min() > 2.0**-90:  # (near float32's underflow)
                 rows = rows.astype(np.float64)
                 d = rows @ weights
             log_d_sum += np.log(d).sum(dtype=np.float64)
-            # (a Python float: a float32 D_i, above the floor, stays float32)
+            # (a Python float: a float32 D_i stays float32)
             column_sums_ += (1.0 / np.maximum(d, _TINY)) @ rows
     return column_sums_ / scale, log_d_sum + len(proba) * np.log(scale)
 
