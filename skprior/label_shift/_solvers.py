@@ -41,7 +41,6 @@ from skprior._utils._kernels import column_sums, row_blocks, single_blas_thread
 # entries: 5 ms for 7 EM steps on 10,000 x 100, 2**20: 2.9 ms).
 PASS_BLOCK_ELEMENTS = 2**18
 FLOAT64_PASS_BLOCK_ELEMENTS = 2**20
-FLOAT32_PASS_TOL = 1e-6
 _TINY = float(np.finfo(np.float64).tiny)
 
 
@@ -97,11 +96,9 @@ def _reweight_numpy(proba, weights, test_prior, dtype):
         rows = np.multiply(proba[block], weights, out=rows, dtype=np.float64)
         total = np.einsum("ij->i", rows)
         empty = ~(total > 0)
-        if empty.any():
-            total[empty] = 1.0
+        total[empty] = 1.0
         rows *= (1.0 / total)[:, None]
-        if empty.any():
-            rows[empty] = test_prior
+        rows[empty] = test_prior
         if rows.base is not out:
             out[block] = rows
     return out
@@ -121,13 +118,13 @@ class _Problem:
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
         self.blocks = pass_blocks(proba.shape, proba.dtype) if self.is_numpy else None
-        # A float32 pass errs by about 1e-7 in the L1 size of an EM step and in
-        # the mean log-likelihood: for a finer tolerance, and for the line
-        # search of PGA on that likelihood, the passes are float64.
-        exact = tol < FLOAT32_PASS_TOL or solver == "pga"
-        self.pass_dtype = np.float64 if exact else proba.dtype
+        # The dtype of the passes' products. A float32 pass errs by about 1e-7
+        # in the L1 size of an EM step and in the mean log-likelihood: for a
+        # tolerance below 1e-6, and for the line search of PGA on that
+        # likelihood, the passes are float64 (see ``_pass_numpy``).
+        self.dtype = np.float64 if tol < 1e-6 or solver == "pga" else proba.dtype
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
-        self.tol = tol  # classes below it get the KKT check of ``residual``
+        self.tol = tol  # (classes below it get the KKT check of ``converged``)
         self.n_passes = 0
 
     def evaluate(self, prior):
@@ -135,12 +132,10 @@ class _Problem:
         self.n_passes += 1
         weights = prior / self.train_prior
         if self.is_numpy:
-            gradient, log_d_sum = _pass_numpy(
-                self.proba, weights, self.blocks, self.pass_dtype
-            )
+            gradient, log_d = _pass_numpy(self.proba, weights, self.blocks, self.dtype)
         else:
-            gradient, log_d_sum = _pass_xp(self.xp, self.proba, weights)
-        return gradient / self.train_prior / self.n_samples, float(log_d_sum)
+            gradient, log_d = _pass_xp(self.xp, self.proba, weights)
+        return gradient / self.train_prior / self.n_samples, float(log_d)
 
     def em_map(self, prior, gradient):
         """The (MAP) EM update from the gradient at ``prior``: no extra pass."""
@@ -149,19 +144,20 @@ class _Problem:
         updated = (counts + a1) / (self.n_samples + self.n_classes * a1)
         return updated / updated.sum()
 
-    def residual(self, prior, gradient):
-        """L1 size of one EM step, plus KKT violations of classes at or near 0.
+    def converged(self, prior, gradient):
+        """Whether ``tol`` bounds the L1 size of one EM step, plus KKT violations.
 
-        At the MLE every class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``).
-        A class with ``pi_k < tol`` moves by ``pi_k (g_k - 1) < tol`` per EM
-        step however much it should grow, so for such classes the excess
-        ``g_k - 1`` is counted too: a start near a vertex is not "converged".
+        The KKT violations are those of classes at or near 0: at the MLE every
+        class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``). A class with
+        ``pi_k < tol`` moves by ``pi_k (g_k - 1) < tol`` per EM step however
+        much it should grow, so for such classes the excess ``g_k - 1`` is
+        counted too: a start near a vertex is not "converged".
         """
         step = np.abs(self.em_map(prior, gradient) - prior).sum()
         if self.concentration == 0:
             small = prior < self.tol
             step += np.maximum(gradient[small] - 1.0, 0.0).sum()
-        return step
+        return step <= self.tol
 
     def objective(self, prior, log_d_sum):
         """Mean log-likelihood at ``prior`` (plus the MAP term) from its pass."""
@@ -172,15 +168,15 @@ class _Problem:
         return float(value)
 
 
-def _solve_em(problem, start, max_iter, tol):
+def _solve_em(problem, start, max_iter):
     prior = start
     for n_iter in range(1, max_iter + 1):
         gradient, log_d = problem.evaluate(prior)
-        if problem.residual(prior, gradient) <= tol:
+        if problem.converged(prior, gradient):
             return prior, n_iter - 1, True, log_d
         prior = problem.em_map(prior, gradient)
     gradient, log_d = problem.evaluate(prior)
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.converged(prior, gradient), log_d
 
 
 def _squarem_point(prior, r, v, p2, step):
@@ -201,7 +197,7 @@ def _squarem_point(prior, r, v, p2, step):
     return point
 
 
-def _solve_squarem(problem, start, max_iter, tol):
+def _solve_squarem(problem, start, max_iter):
     r"""SQUAREM, scheme S3 of Varadhan and Roland (2008), on the EM map ``F``.
 
     One cycle from ``p0``, whose pass is already done: the EM steps
@@ -230,7 +226,7 @@ def _solve_squarem(problem, start, max_iter, tol):
       cost of a pass; EM never lowers the objective, so neither does the
       cycle.
 
-    The stopping test (``_Problem.residual``) runs at ``p0`` and at ``p1``
+    The stopping test (``_Problem.converged``) runs at ``p0`` and at ``p1``
     on their gradients, so it costs no pass. The adaptive bound on ``|s|``
     of Du and Varadhan (2020, ``step.max`` grown by ``mstep``) was measured on
     ``benchmarks/bench_prior_speed.py`` and did not help once the first
@@ -248,11 +244,11 @@ def _solve_squarem(problem, start, max_iter, tol):
     prior = start
     gradient, log_d = problem.evaluate(prior)
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient) <= tol:
+        if problem.converged(prior, gradient):
             return prior, n_iter - 1, True, log_d
         p1 = problem.em_map(prior, gradient)
         gradient1, log_d1 = problem.evaluate(p1)
-        if problem.residual(p1, gradient1) <= tol:
+        if problem.converged(p1, gradient1):
             return p1, n_iter, True, log_d1
         p2 = problem.em_map(p1, gradient1)
         r = p1 - prior
@@ -267,17 +263,14 @@ def _solve_squarem(problem, start, max_iter, tol):
             if step > -1.0 - 1e-10:
                 step = -1.0
             candidate = _squarem_point(prior, r, v, p2, step)
-        if step == -1.0:
-            candidate = p2
-        else:
-            candidate = candidate / candidate.sum()
+        candidate = p2 if step == -1.0 else candidate / candidate.sum()
         objective0 = problem.objective(prior, log_d)
         gradient, log_d = problem.evaluate(candidate)
         if step < -1.0 and problem.objective(candidate, log_d) < objective0:
             candidate = p2
             gradient, log_d = problem.evaluate(candidate)
         prior = candidate
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.converged(prior, gradient), log_d
 
 
 def project_to_simplex(v):
@@ -315,7 +308,7 @@ def project_to_simplex(v):
     return np.maximum(v - theta, 0.0)
 
 
-def _solve_pga(problem, start, max_iter, tol):
+def _solve_pga(problem, start, max_iter):
     """Projected gradient ascent on the simplex (Sulc and Matas, 2019).
 
     The objective is the mean log-likelihood (plus the MAP term). The step size
@@ -337,7 +330,7 @@ def _solve_pga(problem, start, max_iter, tol):
     direction = ascent_direction(prior, gradient)
     learning_rate = 1.0 / max(np.abs(direction).max(), 1e-12) * 1e-2
     for n_iter in range(1, max_iter + 1):
-        if problem.residual(prior, gradient) <= tol:
+        if problem.converged(prior, gradient):
             return prior, n_iter - 1, True, log_d
         for _ in range(60):
             candidate = project_to_simplex(prior + learning_rate * direction)
@@ -349,7 +342,7 @@ def _solve_pga(problem, start, max_iter, tol):
                 break
             learning_rate /= 2
         else:  # no ascent at machine precision: the optimum is reached
-            return prior, n_iter - 1, problem.residual(prior, gradient) <= tol, log_d
+            return prior, n_iter - 1, problem.converged(prior, gradient), log_d
         direction_c = ascent_direction(candidate, gradient_c)
         s = candidate - prior
         y = direction - direction_c  # minus the change of the ascent direction
@@ -357,7 +350,7 @@ def _solve_pga(problem, start, max_iter, tol):
         learning_rate = (s @ s) / curvature if curvature > 0 else 2 * learning_rate
         prior, gradient, log_d, value = candidate, gradient_c, log_d_c, value_c
         direction = direction_c
-    return prior, max_iter, problem.residual(prior, gradient) <= tol, log_d
+    return prior, max_iter, problem.converged(prior, gradient), log_d
 
 
 _SOLVERS = {"em": _solve_em, "squarem": _solve_squarem, "pga": _solve_pga}
@@ -374,9 +367,7 @@ def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol)
     """
     problem = _Problem(proba, train_prior, concentration, tol, solver)
     with single_blas_thread():
-        prior, n_iter, converged, log_d = _SOLVERS[solver](
-            problem, start, max_iter, tol
-        )
+        prior, n_iter, converged, log_d = _SOLVERS[solver](problem, start, max_iter)
     objective = problem.objective(prior, log_d)
     return prior, n_iter, problem.n_passes, converged, objective
 
@@ -395,8 +386,7 @@ def _pass_numpy(proba, weights, blocks, dtype):
     float32 input converted block by block).
     """
     scale = weights.max() if dtype == np.float32 else 1.0  # (float64 as before)
-    weights = weights / scale
-    narrow_weights = weights.astype(dtype)
+    weights = (weights / scale).astype(dtype)
     log_d_sum = 0.0
     column_sums_ = np.zeros(proba.shape[1])
     # D_i = 0 only when row i lies on classes with prior 0 (the projected
@@ -404,7 +394,7 @@ def _pass_numpy(proba, weights, blocks, dtype):
     with np.errstate(divide="ignore"):
         for block in blocks:
             rows = proba[block].astype(dtype, copy=False)
-            d = rows @ narrow_weights
+            d = rows @ weights
             if not d.min() > 2.0**-90:  # (near float32's underflow)
                 rows = rows.astype(np.float64)
                 d = rows @ weights
@@ -434,15 +424,11 @@ def _pass_xp(xp, proba, weights):
 
 
 def stranded_rows(proba, support):
-    """Number and first index of the rows with no mass on ``support`` (a mask)."""
+    """Indices of the rows with no mass on ``support`` (a mask), on the host."""
     xp, _ = get_namespace(proba)
     mask = from_host(xp, support.astype(np.float64), device_of(proba), proba.dtype)
-    empty = ~(proba @ mask > 0)
-    (count,) = to_host(xp, xp.sum(xp.astype(empty, xp.int64)))
-    if count == 0:
-        return 0, None
-    (empty,) = to_host(xp, empty)
-    return int(count), int(np.flatnonzero(empty)[0])
+    (empty,) = to_host(xp, ~(proba @ mask > 0))
+    return np.flatnonzero(empty)
 
 
 def predicted_counts(proba):
