@@ -329,8 +329,6 @@ def _warn_if_degenerate(proba, train_prior, prior, method):
     # share of the batch's mean posterior they hold: a really absent class
     # holds little of it, one removed by miscalibration or noise its share.
     gone = prior < 1e-2 * train_prior
-    if not gone.any():  # (no pass over the data for a mass of 0)
-        return
     count, mass = int(gone.sum()), float(mean_posterior(proba)[gone].sum())
     if mass > 0.5:
         warn_user(
