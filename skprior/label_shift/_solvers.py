@@ -11,11 +11,13 @@ product), the EM map is ``F(pi)_k = pi_k g_k / N`` where
 ``g_k = sum_i (p_ik / q_k) / D_i`` (a second product) is also the gradient of
 the log-likelihood ``l(pi) = sum_i log D_i``. One "pass" is these two products,
 done block by block over the rows (see ``_Problem.evaluate``): no
-n_samples x n_classes temporary is formed, and a float32 input is converted
-to float64 one cache-sized block at a time. Every solver stops on the same
-scale-free criterion, the L1 size of one EM step, ``||F(pi) - pi||_1 <= tol``,
-plus, for the MLE, the KKT violation ``max(g_k - 1, 0)`` of classes below
-``tol`` (at or near 0, where an EM step is small whatever the gradient).
+n_samples x n_classes temporary is formed, and a float32 input is read by
+float32 products accumulated in float64 (or converted to float64 one
+cache-sized block at a time where float32 would not do, see ``_Problem``).
+Every solver stops on the same scale-free criterion, the L1 size of one EM
+step, ``||F(pi) - pi||_1 <= tol``, plus, for the MLE, the KKT violation
+``max(g_k - 1, 0)`` of classes below ``tol`` (at or near 0, where an EM step
+is small whatever the gradient).
 """
 
 import numpy as np
@@ -400,7 +402,7 @@ def _pass_numpy(proba, weights, blocks, dtype):
         for block in blocks:
             rows = proba[block].astype(dtype, copy=False)
             d = rows @ narrow_weights
-            if not d.min() > 2.0**-90:  # (near float32's underflow)
+            if dtype == np.float32 and not d.min() > 2.0**-90:  # (see above)
                 rows = rows.astype(np.float64)
                 d = rows @ weights
             log_d_sum += np.log(d).sum(dtype=np.float64)
