@@ -35,22 +35,27 @@ from skprior._utils._array_api import (
 )
 from skprior._utils._kernels import column_sums, row_blocks, single_blas_thread
 
-# Rows per block of a pass: a float32 block, 1 MB, stays in cache for the
-# second product (8 MB blocks: a pass twice as slow on 400,000 x 100), and is
-# large enough that the calls per block cost little (a float32 EM pass on
-# 200,000 x 100: 1.6, 1.4, 1.3 proba.sum() at 2**16, 2**17, 2**18 entries).
-# Of a float64 block, read in place, larger blocks only save calls (2**17
-# entries: 5 ms for 7 EM steps on 10,000 x 100, 2**20: 2.9 ms).
-PASS_BLOCK_ELEMENTS = 2**18
+# Rows per block of a pass: 1 MB in the dtype it is worked in (see
+# ``pass_blocks``), which stays in cache for the second product (8 MB blocks:
+# a pass twice as slow on 400,000 x 100) and is large enough that the calls
+# per block cost little (a float32 EM pass on 200,000 x 100: 1.6, 1.4, 1.3
+# proba.sum() in blocks of 2**16, 2**17, 2**18 float32 entries). Of a float64
+# block, read in place, larger blocks only save calls (2**17 entries: 5 ms for
+# 7 EM steps on 10,000 x 100, 2**20: 2.9 ms).
 FLOAT64_PASS_BLOCK_ELEMENTS = 2**20
 _TINY = float(np.finfo(np.float64).tiny)
 
 
-def pass_blocks(shape, dtype):
-    """The row blocks of one pass over an array of ``shape`` and ``dtype``."""
+def pass_blocks(shape, dtype, work=np.float64):
+    """The row blocks of one pass over an array of ``shape`` and ``dtype``.
+
+    A float64 array is read in place; another one is worked on in ``work``,
+    1 MB of it per block (a float32 block converted to float64 is 2**17
+    entries, which keeps the peak of Bayes' rule near its output).
+    """
     # (by name: an array-API dtype does not compare with NumPy's)
     wide = str(dtype).endswith("float64")
-    elements = FLOAT64_PASS_BLOCK_ELEMENTS if wide else PASS_BLOCK_ELEMENTS
+    elements = FLOAT64_PASS_BLOCK_ELEMENTS if wide else 2**20 // np.dtype(work).itemsize
     return row_blocks(*shape, elements=elements)
 
 
@@ -119,16 +124,18 @@ class _Problem:
         self.xp, self.is_numpy = get_namespace(proba)
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
-        self.blocks = pass_blocks(proba.shape, proba.dtype) if self.is_numpy else None
         # The dtype of the passes' products (see ``_pass_numpy``): float32 for
-        # a float32 input of several blocks. A float32 pass errs by about 1e-7
-        # in the L1 size of an EM step and in the mean log-likelihood, so a
-        # tolerance below 1e-6 and the line search of PGA on that likelihood
-        # keep float64 passes, and so does an input of one block, whose
-        # estimate then equals that of every namespace to rounding (iteration
-        # counts included), at a cost of microseconds.
-        narrow = self.is_numpy and len(self.blocks) > 1 and tol >= 1e-6
+        # a float32 input of several blocks (of 2**18 entries). A float32 pass
+        # errs by about 1e-7 in the L1 size of an EM step and in the mean
+        # log-likelihood, so a tolerance below 1e-6 and the line search of PGA
+        # on that likelihood keep float64 passes, and so does an input of one
+        # block, whose estimate then equals that of every namespace to
+        # rounding (iteration counts included), at a cost of microseconds.
+        narrow = self.is_numpy and proba.size > 2**18 and tol >= 1e-6
         self.dtype = proba.dtype if narrow and solver != "pga" else np.float64
+        self.blocks = (
+            pass_blocks(proba.shape, proba.dtype, self.dtype) if self.is_numpy else None
+        )
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
         self.tol = tol  # (classes below it get the KKT check of ``converged``)
         self.n_passes = 0
