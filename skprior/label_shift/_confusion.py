@@ -14,6 +14,7 @@ import numpy as np
 from scipy.optimize import brentq, nnls
 
 from skprior._utils._constraints import constraints
+from skprior._utils._kernels import single_blas_thread
 from skprior._utils._options import (
     DEFAULT_BBSE_PROJECTION,
     DEFAULT_RLLS_REG,
@@ -302,7 +303,8 @@ def bbse_from_frequencies(frequencies, confusion, projection="clip"):
     onto the simplex.
     """
     held_out_prior = confusion.sum(axis=0)
-    weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
+    with single_blas_thread():  # (see rlls_from_frequencies)
+        weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
     if projection == "simplex":
         return project_to_simplex(weights * held_out_prior)
     prior = np.maximum(weights, 0.0) * held_out_prior
@@ -400,17 +402,22 @@ def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
     """The RLLS prior ``q_held_out * w`` renormalised (``reg`` may be "auto").
 
     The held-out prior ``q_held_out = C.sum(axis=0)`` when every weight is 0.
+    The ``K x K`` factorisations and solves run with one BLAS thread: more buy
+    nothing at this size, and when the cores are busy a multi-threaded call
+    waits for a thread that is not scheduled (K = 100: 2x slower with a second
+    busy process on two cores).
     """
-    if isinstance(reg, str):
-        # "auto": sigma_min(C) sqrt(log(2 K / delta) / n), the paper's rate
-        # sqrt(log(K / delta) / n) in the units of C^T u (||u|| <= 1), which
-        # the penalty is compared with in the optimality conditions: so it
-        # depends neither on K nor on the held-out prior's imbalance (see
-        # rlls_test_prior). n is the number of predictions (the batch).
-        sigma_min = np.linalg.svd(confusion, compute_uv=False)[-1]
-        log_term = np.log(2 * confusion.shape[0] / RLLS_DELTA)
-        reg = float(sigma_min * np.sqrt(log_term / n_samples))
-    held_out_prior = confusion.sum(axis=0)
-    prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
+    with single_blas_thread():
+        if isinstance(reg, str):
+            # "auto": sigma_min(C) sqrt(log(2 K / delta) / n), the paper's rate
+            # sqrt(log(K / delta) / n) in the units of C^T u (||u|| <= 1), which
+            # the penalty is compared with in the optimality conditions: so it
+            # depends neither on K nor on the held-out prior's imbalance (see
+            # rlls_test_prior). n is the number of predictions (the batch).
+            sigma_min = np.linalg.svd(confusion, compute_uv=False)[-1]
+            log_term = np.log(2 * confusion.shape[0] / RLLS_DELTA)
+            reg = float(sigma_min * np.sqrt(log_term / n_samples))
+        held_out_prior = confusion.sum(axis=0)
+        prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
     total = prior.sum()
     return prior / total if total > 0 else held_out_prior / held_out_prior.sum()

@@ -266,11 +266,11 @@ def estimate_test_prior(
     elif np.any(start == 0):
         # EM keeps a class at 0 where it starts; a row with all its mass there
         # has likelihood 0 at every such prior, and the estimate is undefined.
-        n_stranded, first = stranded_rows(proba, start > 0)
-        if n_stranded:
+        stranded = stranded_rows(proba, start > 0)
+        if len(stranded):
             raise ValueError(
-                f"init is 0 on every class that row {int(first)} of proba "
-                f"gives probability to ({n_stranded} such rows), so the "
+                f"init is 0 on every class that row {stranded[0]} of proba "
+                f"gives probability to ({len(stranded)} such rows), so the "
                 f"likelihood is 0 there and no solver can start from it. Pass "
                 f"an init that is positive on every class, or init=None (the "
                 f"training prior)."

@@ -455,6 +455,78 @@ def test_projection_onto_simplex_matches_bisection():
         )
 
 
+def vectorized_em(proba, q, tol):
+    """Saerens et al. EM (MLE) from the formula, whole matrices in float64."""
+    proba = np.asarray(proba, dtype=np.float64)
+    pi = np.array(q, dtype=np.float64)
+    for _ in range(100_000):
+        r = proba * (pi / q)
+        new = (r / r.sum(axis=1, keepdims=True)).mean(axis=0)
+        if np.abs(new - pi).sum() <= tol:
+            return new
+        pi = new
+    raise AssertionError("the EM did not converge")
+
+
+@pytest.mark.parametrize("solver", ["em", "squarem"])
+def test_float32_passes_give_the_float64_estimate(cifar100, solver):
+    """A float32 input of several blocks is read by float32 products (issue 28).
+
+    At the default tolerance the estimate equals the one from float64 passes
+    (the same values as float64) to the tolerance, and the exact MLE (EM from
+    the formula, to 1e-13) about as closely; the passes are about as many.
+    """
+    from skprior.label_shift._solvers import _Problem
+
+    proba, labels = cifar100  # 10,000 x 100: four blocks of a pass
+    q = frequencies(labels, 100)
+    problem = _Problem(proba, q, 0.0, 1e-6, solver)
+    assert len(problem.blocks) > 1 and problem.dtype == np.float32
+    narrow = estimate_test_prior(proba, q, solver=solver)
+    wide = estimate_test_prior(proba.astype(np.float64), q, solver=solver)
+    exact = vectorized_em(proba, q, tol=1e-13)
+    assert narrow.converged
+    assert np.abs(narrow.prior - wide.prior).sum() < 1e-6
+    gaps = [np.abs(r.prior - exact).sum() for r in (narrow, wide)]
+    assert gaps[0] < gaps[1] + 1e-6
+    assert abs(narrow.n_passes - wide.n_passes) <= 2
+    assert narrow.objective == pytest.approx(wide.objective, rel=1e-6)
+
+
+def test_float64_passes_where_float32_would_not_do(cifar100):
+    """PGA, tolerances below 1e-6 and inputs of one block keep float64 passes."""
+    from skprior.label_shift._solvers import _Problem
+
+    proba, labels = cifar100
+    q = frequencies(labels, 100)
+    assert _Problem(proba, q, 0.0, 1e-6, "pga").dtype == np.float64
+    assert _Problem(proba, q, 0.0, 1e-7, "em").dtype == np.float64
+    assert _Problem(proba[:2000], q, 0.0, 1e-6, "em").dtype == np.float64
+    assert _Problem(proba, q, 0.0, 1e-6, "em").dtype == np.float32
+
+
+def test_float32_pass_near_underflow_equals_float64():
+    """Rows whose ``D_i`` float32 would hold as a subnormal are done in float64.
+
+    With the weights scaled to a largest entry of 1, a row with all its mass on
+    a class of weight 1e-44 has ``D_i`` = 1e-44, below float32's smallest
+    normal number (1.2e-38), where float32 keeps one significant digit.
+    """
+    from skprior._utils._kernels import row_blocks
+    from skprior.label_shift._solvers import _pass_numpy
+
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(4), size=600).astype(np.float32)
+    proba[::7] = [0.0, 0.0, 0.0, 1.0]
+    weights = np.array([2.0, 1.0, 0.5, 2e-44])
+    blocks = row_blocks(600, 4, elements=400)
+    gradient, log_d = _pass_numpy(proba, weights, blocks, np.float32)
+    wide = proba.astype(np.float64)
+    d = wide @ weights
+    np.testing.assert_allclose(gradient, (wide / d[:, None]).sum(axis=0), rtol=1e-6)
+    assert log_d == pytest.approx(np.log(d).sum(), rel=1e-9)
+
+
 # -- BBSE ------------------------------------------------------------
 
 
