@@ -32,7 +32,6 @@ Run from the repository root::
 
 import argparse
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import best_time  # noqa: E402
 from _data import load_model_outputs  # noqa: E402
 
 from skprior import fit_bias_corrected_temperature, fit_temperature  # noqa: E402
@@ -75,16 +75,6 @@ def bcts_loss(z, y, temperature, bias):
     return total / len(y)
 
 
-def best(func, repeats):
-    """Best wall time of ``repeats`` calls and the last result."""
-    seconds, result = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = func()
-        seconds = min(seconds, time.perf_counter() - start)
-    return seconds, result
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -92,7 +82,7 @@ def main():
     parser.add_argument("--fits", nargs="+", default=["ec", "nll", "bcts"])
     args = parser.parse_args()
     z, y = logits_of(args.rows)
-    one_pass, _ = best(lambda: logsumexp(z, axis=1), 5)
+    one_pass, _ = best_time(lambda: logsumexp(z, axis=1), 5)
     print(f"{args.rows:,} x {z.shape[1]} float32; one logsumexp: {one_pass:.4f} s")
     print(f"{'fit':6} {'passes':>8} {'seconds':>9} {'T':>12} {'loss':>12}   before")
     fits = {
@@ -103,7 +93,7 @@ def main():
     for name in args.fits:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            seconds, (temperature, bias) = best(fits[name], args.repeats)
+            seconds, (temperature, bias) = best_time(fits[name], args.repeats)
         loss = "" if bias is None else f"{bcts_loss(z, y, temperature, bias):.10f}"
         before = BEFORE.get(args.rows, {}).get(name)
         before = (
