@@ -4,7 +4,7 @@ The array functions :func:`softmax_temperature`, :func:`fit_temperature` and
 :func:`fit_bias_corrected_temperature`, one code path for NumPy and every
 array API namespace (the logits stay on their device; see ``_rows.py``); the
 estimator that calls them, :class:`TemperatureCalibratedClassifier`, is in
-``_classifier.py``. The root finding and the L-BFGS fit are in
+``_classifier.py``. The root finding and the Newton / L-BFGS fit are in
 ``_temperature_solvers.py``.
 """
 
@@ -207,9 +207,11 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         \min_{T, b} \frac{1}{\sum_i w_i} \sum_i w_i
         \Bigl[\log \sum_k e^{z_{ik}/T + b_k} - z_{i y_i}/T - b_{y_i}\Bigr].
 
-    The loss is convex in :math:`(1/T, b)`; it is minimised with L-BFGS and an
-    analytic gradient, starting from the NLL temperature
-    (:func:`fit_temperature`) and zero biases. The biases are defined up to a
+    The loss is convex in :math:`(1/T, b)`; it is minimised by Newton's method
+    (gradient and Hessian from one pass over the logits, a backtracking line
+    search) up to 128 classes and by L-BFGS with the analytic gradient above,
+    starting from the NLL temperature (:func:`fit_temperature`) and zero
+    biases. The biases are defined up to a
     common constant; the one returned has mean zero.
 
     Parameters
@@ -233,7 +235,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
     Warns
     -----
     ConvergenceWarning
-        When L-BFGS stops before convergence.
+        When the solver (Newton's method or L-BFGS) stops before convergence.
     UserWarning
         When the logits are no better than chance: the fitted log loss beats
         that of the class biases alone (the label frequencies, ``T -> inf``)

@@ -4,9 +4,10 @@ Solvers behind :func:`skprior.fit_temperature` and
 :func:`skprior.fit_bias_corrected_temperature`, on validated logits
 (:class:`~skprior.calibration._rows.Rows` of any array namespace) shifted so
 that each row's maximum is 0 (no input checks here). Every evaluation (a
-function with its first two derivatives, or BCTS's loss with its gradient) is
-one pass over the logits on their device that returns scalars or ``K``-vectors;
-rows that must not count have weight 0.
+function with its first two derivatives, or BCTS's loss with its gradient and,
+for Newton's method, its Hessian) is one pass over the logits on their device
+that returns scalars, ``K``-vectors or a ``(K + 1) x (K + 1)`` matrix; rows
+that must not count have weight 0.
 
 How the temperature is found
 ----------------------------
@@ -32,8 +33,8 @@ logits of any scale are handled, and widened until the sign changes. Everything
 is computed on ``d = z - max_k z``, which is invariant for the softmax and keeps
 every exponent at most 0.
 
-BCTS minimises its log loss, convex in ``(1 / T, b)``, by L-BFGS with the
-analytic gradient (:func:`fit_bcts`).
+BCTS minimises its log loss, convex in ``(1 / T, b)``, by Newton's method up
+to ``_NEWTON_MAX_CLASSES`` classes and by L-BFGS above (:func:`fit_bcts`).
 """
 
 import warnings
