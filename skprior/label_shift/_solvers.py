@@ -402,8 +402,9 @@ def _pass_numpy(proba, weights, blocks, dtype):
     pass. In ``dtype`` float32 (see ``_Problem``) a float32 input is read as it
     is, by float32 products (no float64 copy: a pass 1.8x faster on 200,000 x
     100), with the weights scaled to a largest entry of 1, so that
-    ``D_i <= 1`` cannot overflow; each ``D_i`` and each block's sums are exact
-    to float32 rounding (a relative 1e-7), and the blocks add up in float64.
+    ``D_i <= 1`` cannot overflow; each ``D_i`` and the sums of each group of
+    256 rows are exact to float32 rounding (a relative 1e-7), and the groups
+    add up in float64 (see :func:`_float32_column_sums`).
     A block with a ``D_i`` near float32's underflow, where it would lose
     digits, is done in float64, as is every block in ``dtype`` float64 (a
     float32 input converted block by block).
@@ -424,8 +425,30 @@ def _pass_numpy(proba, weights, blocks, dtype):
                 d = rows @ weights
             log_d_sum += np.log(d).sum(dtype=np.float64)
             # (a Python float: a float32 D_i stays float32)
-            column_sums_ += (1.0 / np.maximum(d, _TINY)) @ rows
+            inverse = 1.0 / np.maximum(d, _TINY)
+            if rows.dtype == np.float32:
+                column_sums_ += _float32_column_sums(inverse, rows)
+            else:
+                column_sums_ += inverse @ rows
     return column_sums_ / scale, log_d_sum + len(proba) * np.log(scale)
+
+
+def _float32_column_sums(inverse, rows, group=256):
+    """``inverse @ rows`` in float32 products over ``group`` rows, added in float64.
+
+    One float32 product over a whole block accumulates its rounding with the
+    rows: over the 26,214 rows of a CIFAR-10 block (2**18 entries) it erred
+    by 1.5e-5 (relative), above ``tol``, and EM at the default tolerance never
+    stopped on 200,000 rows; over groups of 256 rows, 1.7e-7, for about 30%
+    more time in this product.
+    """
+    n_rows, n_columns = rows.shape
+    whole = n_rows - n_rows % group
+    groups = np.matmul(
+        inverse[:whole].reshape(-1, 1, group),
+        rows[:whole].reshape(-1, group, n_columns),
+    )
+    return groups.sum(axis=(0, 1), dtype=np.float64) + inverse[whole:] @ rows[whole:]
 
 
 def _pass_dask(proba, weights, dtype):
