@@ -104,9 +104,10 @@ def test_estimate_test_prior_float32_reads_each_chunk_once(cifar100, method):
     assert result.prior.dtype == np.float32
     np.testing.assert_allclose(result.prior.compute(), expected.prior, rtol=1e-5)
     assert abs(result.n_iter - expected.n_iter) <= 1
-    assert len(graphs.sizes) == result.n_passes + 2
+    # the validation, the passes, maybe the degenerate-estimate check
+    assert result.n_passes + 1 <= len(graphs.sizes) <= result.n_passes + 2
     # a pass: 3 chunks read, 3 per-chunk sums, their total (33 tasks before)
-    assert max(graphs.sizes[1:-1]) <= 10
+    assert max(graphs.sizes[1 : result.n_passes + 1]) <= 10
 
 
 @pytest.mark.parametrize("solver", ["em", "squarem", "pga"])
@@ -121,7 +122,7 @@ def test_one_row_chunks_are_merged_for_the_passes(outputs, solver):
             _lazy(proba, chunks=1), train, solver=solver, tol=1e-10
         )
     np.testing.assert_allclose(result.prior.compute(), expected.prior, atol=TOL)
-    assert len(graphs.sizes) == result.n_passes + 2
+    assert result.n_passes + 1 <= len(graphs.sizes) <= result.n_passes + 2
     assert max(graphs.sizes[1:]) <= 1000 + 10  # (8,672 tasks a pass before)
 
 
