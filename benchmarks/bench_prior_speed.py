@@ -33,13 +33,37 @@ as close (L1) to the exact MLE (SQUAREM to tol 1e-13) as skprior's default
 estimate is. skprior limits BLAS to one thread inside its solves
 (``_kernels.single_blas_thread``); QuaPy's element-wise numpy uses no BLAS.
 
+Part 3 is EM with bias-corrected temperature scaling (BCTS, Alexandari et
+al., 2020) as a user runs it with each library, on the WideResNet CIFAR-100
+outputs: a random half of the test set (5,000 rows) is the held-out data, the
+other half the pool that batches of 5,000 rows are drawn from (with
+replacement) at the test set's class proportions ("none") or at Dirichlet(1)
+and Dirichlet(0.1) proportions; three splits, five batches each. QuaPy:
+``EMQ(model, calib="bcts", exact_train_prev=False)`` (its ``EMQ_BCTS``
+configuration) fitted on the held-out half, and ``quantify`` per batch, which
+recalibrates the batch's posteriors and runs EM to its default ``epsilon``
+(1e-4: the mean absolute change of the prevalence, ``K x 1e-4`` in L1).
+skprior: ``fit_bias_corrected_temperature`` and ``estimate_source_prior(...,
+source="mean_posterior")`` on the held-out half once, and per batch
+``softmax_temperature`` of its logits then ``estimate_test_prior`` at its
+defaults. The model is a stored-outputs one (``_common.StoredOutputsClassifier``;
+logits are the log posteriors). Reported: milliseconds per estimate (median
+over the batches; the fit once per split, apart), the L1 distance and the
+absolute error (AE, L1 / K) to the batch's true class proportions. Per
+estimate QuaPy predicts, recalibrates (the log of the posteriors, scaled and
+shifted, a softmax) and runs EM on ``n x K`` temporaries (an E-step, a
+normalisation and a mean per step); skprior's estimate is the softmax of the
+calibrated logits (timed apart in brackets) and its EM passes (SQUAREM).
+
 Every part runs with the default threading (no ``threadpoolctl`` limit here).
 
 Run: ``python benchmarks/bench_prior_speed.py`` (needs ``quapy``);
-``--part 0`` runs part 0 only.
+``--part 0`` runs part 0 only (``--part 3``: EM + BCTS against QuaPy's
+EMQ-BCTS).
 """
 
 import argparse
+import functools
 import os
 import platform
 import sys
@@ -53,10 +77,16 @@ from threadpoolctl import threadpool_info
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import best_time, busy_machine  # noqa: E402
+from _common import StoredOutputsClassifier, best_time, busy_machine  # noqa: E402
 from _data import load_model_outputs  # noqa: E402
 
-from skprior import adjust_to_prior, estimate_test_prior  # noqa: E402
+from skprior import (  # noqa: E402
+    adjust_to_prior,
+    estimate_source_prior,
+    estimate_test_prior,
+    fit_bias_corrected_temperature,
+    softmax_temperature,
+)
 
 
 def shifted_sample(labels, n, alpha, rng):
@@ -288,9 +318,105 @@ def squarem_to_optimum(n_trials=20, target=1e-6):
     )
 
 
+def bcts_against_quapy(n_splits=3, n_batches=5, n=5_000):
+    import time
+
+    from quapy.method.aggregative import EMQ
+
+    proba, labels = load_model_outputs("wideresnet-16-4-cifar-100")
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    n_classes = proba.shape[1]
+    model = StoredOutputsClassifier(proba).fit()
+    index = np.arange(len(labels))[:, None]  # (the "features": row numbers)
+    print(
+        f"\nEM + BCTS, WideResNet CIFAR-100 outputs: held-out {len(labels) // 2:,} "
+        f"rows, batches of {n:,}; {n_splits} splits x {n_batches} batches\n"
+    )
+    print(
+        "| shift | QuaPy fit (s) | skprior fit (s) | QuaPy ms / estimate | "
+        "skprior ms / estimate (of which calibration) | speed-up | QuaPy L1 (AE) "
+        "| skprior L1 (AE) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for shift in ("none", 1.0, 0.1):
+        rows = []
+        for split in range(n_splits):
+            rng = np.random.default_rng(split)
+            order = rng.permutation(len(labels))
+            held, pool = order[: len(labels) // 2], order[len(labels) // 2 :]
+            start = time.perf_counter()
+            held_out = (index[held], labels[held])
+            quapy = EMQ(
+                model,
+                fit_classifier=False,
+                val_split=held_out,
+                exact_train_prev=False,
+                calib="bcts",
+            ).fit(*held_out)
+            their_fit = time.perf_counter() - start
+            start = time.perf_counter()
+            logits = np.log(proba[held])
+            temperature, bias = fit_bias_corrected_temperature(logits, labels[held])
+            calibrated = softmax_temperature(logits, temperature, bias)
+            q = estimate_source_prior(calibrated, source="mean_posterior")
+            our_fit = time.perf_counter() - start
+            for _ in range(n_batches):
+                if shift == "none":
+                    batch = rng.choice(pool, size=n)
+                else:
+                    p = rng.dirichlet(np.full(n_classes, shift))
+                    counts = rng.multinomial(n, p)
+                    batch = np.concatenate(
+                        [
+                            rng.choice(pool[labels[pool] == c], size=m)
+                            for c, m in enumerate(counts)
+                            if m
+                        ]
+                    )
+                true = np.bincount(labels[batch], minlength=n_classes) / n
+
+                def calibrate(batch=batch, temperature=temperature, bias=bias):
+                    logits = np.log(model.predict_proba(index[batch]))
+                    return softmax_temperature(logits, temperature, bias)
+
+                def ours(calibrate=calibrate, q=q):
+                    return estimate_test_prior(calibrate(), q).prior
+
+                t_theirs, theirs = best_time(
+                    functools.partial(quapy.predict, index[batch]), 1
+                )
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t_ours, prior = best_time(ours, 1)
+                t_calibrate, _ = best_time(calibrate, 1)
+                rows.append(
+                    (
+                        their_fit,
+                        our_fit,
+                        t_theirs,
+                        t_ours,
+                        t_calibrate,
+                        np.abs(theirs - true).sum(),
+                        np.abs(prior - true).sum(),
+                    )
+                )
+        fits = np.mean(rows, axis=0)
+        median = np.median(rows, axis=0)
+        name = "none" if shift == "none" else f"Dirichlet({shift})"
+        print(
+            f"| {name} | {fits[0]:.2f} | {fits[1]:.2f} | {1e3 * median[2]:.1f} | "
+            f"{1e3 * median[3]:.1f} ({1e3 * median[4]:.1f}) | "
+            f"{median[2] / median[3]:.1f}x | "
+            f"{fits[5]:.3f} ({fits[5] / n_classes:.4f}) | "
+            f"{fits[6]:.3f} ({fits[6] / n_classes:.4f}) |",
+            flush=True,
+        )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", type=int, choices=(0, 1, 2), default=None)
+    parser.add_argument("--part", type=int, choices=(0, 1, 2, 3), default=None)
     args = parser.parse_args()
     if args.part in (None, 0):
         default_call_idle_and_busy()
@@ -299,3 +425,5 @@ if __name__ == "__main__":
     if args.part in (None, 2):
         squarem_passes()
         squarem_to_optimum()
+    if args.part in (None, 3):
+        bcts_against_quapy()

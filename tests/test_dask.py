@@ -80,6 +80,52 @@ def test_estimate_test_prior_one_compute_per_pass(outputs, solver, method):
     assert counter.count == result.n_passes + 2
 
 
+class GraphSizes(Callback):
+    """The number of tasks of each graph Dask executes."""
+
+    def __init__(self):
+        super().__init__()
+        self.sizes = []
+
+    def _start(self, dsk):
+        self.sizes.append(len(dsk))
+
+
+@pytest.mark.parametrize("method", ["mle", "map"])
+def test_estimate_test_prior_float32_reads_each_chunk_once(cifar100, method):
+    """A float32 Dask array of CIFAR-100 outputs gets NumPy's float32 estimate
+    (one EM pass: one task per chunk and their sum)."""
+    proba, _ = cifar100  # (10,000 x 100 float32: NumPy's float32 passes)
+    train = np.full(100, 0.01)
+    expected = estimate_test_prior(proba, train, method=method)
+    lazy = da.from_array(proba, chunks=((3000, 3000, 4000), (100,)))
+    with GraphSizes() as graphs:
+        result = estimate_test_prior(lazy, train, method=method)
+    assert result.prior.dtype == np.float32
+    np.testing.assert_allclose(result.prior.compute(), expected.prior, rtol=1e-5)
+    assert abs(result.n_iter - expected.n_iter) <= 1
+    # the validation, the passes, maybe the degenerate-estimate check
+    assert result.n_passes + 1 <= len(graphs.sizes) <= result.n_passes + 2
+    # a pass: 3 chunks read, 3 per-chunk sums, their total (33 tasks before)
+    assert max(graphs.sizes[1 : result.n_passes + 1]) <= 10
+
+
+@pytest.mark.parametrize("solver", ["em", "squarem", "pga"])
+def test_one_row_chunks_are_merged_for_the_passes(outputs, solver):
+    """1,000 one-row chunks (4 s a pass before) are merged into one block per
+    pass: NumPy's estimate, each pass one read of the chunks and a few tasks."""
+    proba = outputs[0][:1000]
+    train = np.full(10, 0.1)
+    expected = estimate_test_prior(proba, train, solver=solver, tol=1e-10)
+    with GraphSizes() as graphs:
+        result = estimate_test_prior(
+            _lazy(proba, chunks=1), train, solver=solver, tol=1e-10
+        )
+    np.testing.assert_allclose(result.prior.compute(), expected.prior, atol=TOL)
+    assert result.n_passes + 1 <= len(graphs.sizes) <= result.n_passes + 2
+    assert max(graphs.sizes[1:]) <= 1000 + 10  # (8,672 tasks a pass before)
+
+
 def test_adjust_to_prior_is_lazy(outputs):
     """Bayes' rule returns a Dask array without computing, equal to NumPy's."""
     proba = outputs[0]
