@@ -32,9 +32,9 @@ import numpy as np
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows
 
-# Largest k whose top-k values are kept by insertion while a row is read;
-# above, the row is sorted (k near n_classes, rare).
-_INSERTION_K = 16
+# Largest k whose top k are found level by level (k sweeps over the row in
+# the cache); above, the row is sorted (k near n_classes, rare).
+_LEVELS_K = 16
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -51,23 +51,40 @@ def _read_row(row, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_k_entropy(row, k, top, work, renormalized, log_n):
-    """Normalised entropy of the ``k`` largest entries of ``row`` (in [0, 1])."""
-    if k <= _INSERTION_K:
-        top[:k] = -1.0
-        for j in range(row.shape[0]):
-            x = np.float64(row[j])
-            if x > top[k - 1]:
-                at = k - 1
-                while at > 0 and top[at - 1] < x:
-                    top[at] = top[at - 1]
-                    at -= 1
-                top[at] = x
-    else:
+def _top_k(row, bits, largest, k, top, work, cell, cell_value):
+    """The ``k`` largest entries of ``row``, largest first, into ``top``.
+
+    ``largest`` is the row's largest entry seen as unsigned bits (of ``bits``,
+    the row seen so), in which non-negative floats order as their values do.
+    For small ``k``, level by level: one vectorised sweep over the row (in the
+    cache) counts the entries equal to the current level and finds the
+    largest below it. A row with ties fills several places at one level.
+    """
+    if k > _LEVELS_K:
         for j in range(row.shape[0]):
             work[j] = row[j]
         work.sort()
-        top[:k] = work[row.shape[0] - k :]
+        for j in range(k):
+            top[j] = work[row.shape[0] - 1 - j]
+        return
+    filled, level = 0, largest
+    while filled < k:
+        count, below = 0, bits.dtype.type(0)
+        for j in range(bits.shape[0]):
+            count += bits[j] == level
+            below = max(below, bits[j] if bits[j] < level else bits.dtype.type(0))
+        cell[0] = level
+        for _ in range(min(count, k - filled)):
+            top[filled] = cell_value[0]
+            filled += 1
+        if count == 0:  # (cannot happen: k <= n_classes)
+            break
+        level = below
+
+
+@numba.njit(cache=True, nogil=True)
+def _entropy(top, k, renormalized, log_n):
+    """Normalised entropy of the ``k`` values of ``top`` (in [0, 1])."""
     total = 1.0
     if renormalized:
         total = 0.0
@@ -131,8 +148,8 @@ def _screen(
         cell[0] = largest
         is_low = False
         if not renormalized or np.float64(cell_value[0]) <= share * total:
-            entropy = _top_k_entropy(proba[i], k, top, work, renormalized, log_n)
-            is_low = entropy >= threshold
+            _top_k(proba[i], bits[i], largest, k, top, work, cell, cell_value)
+            is_low = _entropy(top, k, renormalized, log_n) >= threshold
         low[i] = is_low
         if alpha > 1:
             for j in range(n_classes):
