@@ -262,10 +262,8 @@ def alternating_normalization(
     else:
         dtype = work_dtype(xp, device_of(proba))
         if not compiled:
-            low, out = (
-                low_confidence(xp, is_numpy, proba, *args, row_max, row_sums),
-                None,
-            )
+            out = None
+            low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
         prior = from_host(xp, prior, device_of(proba), dtype)
         n_low = n_reference = None
         if compiled and reference is None and n_iter == 1 and not small:
@@ -313,9 +311,9 @@ def _compiled_screen(proba, k, tau, alpha, accumulate, kind):
     environment variable ``SKPRIOR_NO_NUMBA`` unset or empty, for the
     uncertainties other than ``"max_over_k"``. Returns the module
     ``_compiled``, the contiguous ``proba`` and what its ``screen`` returns
-    (the validation's errors
-    are raised); ``None`` also where the NumPy path must run for its errors
-    (a bad ``k``, NaN, negative entries) or for negative zeros.
+    (its validation raises the errors of rows that do not sum to one);
+    ``None`` also where the NumPy path must run for its errors (a bad ``k``,
+    NaN, negative entries) or for negative zeros.
     """
     if (
         type(proba) is not np.ndarray

@@ -1,28 +1,31 @@
-"""CAN on NumPy arrays in one read and one write: compiled kernels (numba).
+"""CAN on NumPy arrays in one read and one copy: compiled kernels (numba).
 
 Optional: imported on the first call of
 :func:`skprior.alternating_normalization` that can use it (``_can.py``), only
 when numba is installed. The NumPy path makes a pass over the batch for each
 operation (row maxima and row sums for the validation, the screen, the output
-copy, the column sums of the confident rows). Here one loop over the rows
-does all of it, each row read from memory once:
+copy, the column sums of the confident rows, the correction). Here:
 
-1. :func:`_screen`: for each row, the row sum (validation) and the integer
-   row maximum (which finds every entry that is not a finite non-negative
-   float, as ``_validation.check_proba_with_row_max`` does), the copy into
-   the output, the top-k uncertainty of the rows that the row-maximum bound
-   does not already show confident (``_solvers.low_confidence``), and the
-   column sums of the confident rows (``sum_i A_i ** alpha``), read again from
-   the cache, not from memory.
-2. :func:`_correct`: the closed form of CAN with one iteration,
+1. :func:`screen`: NumPy copies the batch into the output in a second
+   thread, while :func:`_screen` reads each row from memory once and, with
+   the row in the cache, computes its sum (for the validation) and its
+   largest entry seen as unsigned bits (which finds every entry that is not
+   a finite non-negative float, as ``_validation.check_proba_with_row_max``
+   does), the top-k uncertainty of the rows that the row-maximum bound does
+   not already show confident (``_solvers.low_confidence``), and the column
+   sums of the confident rows (``sum_i A_i ** alpha``).
+2. :func:`correct`: the closed form of CAN with one iteration,
    ``q * b**alpha / (C + b**alpha)`` renormalised, written over the
    low-confidence rows of the output (a few percent of the batch).
 
-The arithmetic is that of the NumPy path (float64, the same formulas and
-order of operations within a row); sums may add their terms in another
-order, so results agree to rounding, not bit for bit. ``cache=True`` stores
-the machine code beside this file (or in numba's user cache directory), so
-that only the first run on a machine compiles.
+Anything else (a reference, ``d > 1``, powers near underflow, rows that
+lose digits) continues on the NumPy path from the screened batch
+(``_solvers.can_rows``). The arithmetic is that of the NumPy path (float64,
+the same formulas in the same order within a row); sums add their terms in
+another order, so results agree to rounding (float64 1e-15, float32 one
+rounding), not bit for bit. ``cache=True`` stores the machine code beside
+this file (or in numba's user cache directory): only the first run on a
+machine compiles.
 """
 
 import math
