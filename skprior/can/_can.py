@@ -38,15 +38,7 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_sample_weight
-from skprior.can._solvers import (
-    TAU_ROUNDING,
-    can_dask,
-    can_rows,
-    low_confidence,
-    power_floor,
-    screen_share,
-    topk_uncertainty,
-)
+from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
 
 @validate_params(
@@ -274,17 +266,9 @@ def alternating_normalization(
         if reference is None:
             reference, weight = proba, xp.astype(~low, dtype)
         if n_low is None:
+            given = (reference, weight, alpha, n_iter)
             out, n_low, n_reference = can_rows(
-                xp,
-                is_numpy,
-                proba,
-                prior,
-                low,
-                reference,
-                weight,
-                alpha,
-                n_iter,
-                out=out,
+                xp, is_numpy, proba, prior, low, *given, out=out
             )
     if n_low and not n_reference:
         warn_user(
@@ -339,19 +323,7 @@ def _compiled_screen(proba, k, tau, alpha, accumulate, kind):
     if module is None:
         return None
     proba = np.ascontiguousarray(proba)
-    share = screen_share(k, tau, proba.shape, proba.dtype)
-    log_n = float(np.log(k if kind == "renormalized" else proba.shape[1]))
-    screened = module.screen(
-        proba,
-        k,
-        share,
-        log_n,
-        tau - TAU_ROUNDING,
-        kind,
-        alpha,
-        power_floor(alpha),
-        accumulate,
-    )
+    screened = module.screen(proba, k, tau, kind, alpha, accumulate)
     return None if screened is None else (module, proba, screened)
 
 

@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows
+from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
 
 # Whether :func:`screen` copies the output in a second thread while the
 # kernel reads (False: before it, in the calling thread).
@@ -224,15 +225,16 @@ def _correct(proba, out, rows, column_sums, prior, alpha):
     return lost
 
 
-def screen(proba, k, share, log_n, threshold, kind, alpha, floor, accumulate):
-    """Validate ``proba`` and screen it in one read (see :func:`_screen`).
+def screen(proba, k, tau, kind, alpha, accumulate):
+    """Validate ``proba``, copy it and screen it in one read (:func:`_screen`).
 
     ``proba`` is a C-contiguous float32 or float64 ndarray whose shape is
-    checked. Returns ``None`` when an entry is NaN, infinite or negative
-    (also -0.0, which is valid: the NumPy path handles it and raises for the
-    rest), else ``(out, low, column_sums, small)``: the copy of ``proba``,
-    the low-confidence mask, the column sums of the confident rows (with
-    ``accumulate``) and the flag of small entries. Raises the error of
+    checked, ``k`` resolved, ``kind`` not ``"max_over_k"``. Returns ``None``
+    when an entry is NaN, infinite or negative (also -0.0, which is valid:
+    the NumPy path handles it and raises for the rest), else ``(out, low,
+    column_sums, small)``: the copy of ``proba``, the low-confidence mask,
+    the column sums of the confident rows (with ``accumulate``) and the flag
+    of small entries. Raises the error of
     ``check_proba`` when a row does not sum to one.
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
@@ -263,13 +265,13 @@ def screen(proba, k, share, log_n, threshold, kind, alpha, floor, accumulate):
             cell.view(proba.dtype),
             np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
             k,
-            share,
-            log_n,
-            threshold,
+            screen_share(k, tau, proba.shape, proba.dtype),
+            float(np.log(k if kind == "renormalized" else n_classes)),
+            tau - TAU_ROUNDING,
             kind == "renormalized",
             accumulate,
             float(alpha),
-            proba.dtype.type(floor),
+            proba.dtype.type(power_floor(alpha)),
         )
     finally:
         if COPY_IN_THREAD:
