@@ -201,6 +201,14 @@ def alternating_normalization(
     ``n_reference * n_classes * d`` per row (tens of milliseconds with 7,000
     reference rows of 100 classes).
 
+    With numba installed (optional: the ``fast`` extra), a NumPy batch of at
+    least 2**20 entries is validated, screened and summed in one read by a
+    compiled kernel, which also computes ``d = 1`` (the same values to
+    rounding). The first such call of a process imports numba (about a
+    second), the first on a machine also compiles the kernel (seconds; the
+    machine code is cached). The environment variable ``SKPRIOR_NO_NUMBA=1``
+    turns it off.
+
     References
     ----------
     .. [1] Jia, Reiter, Lim, Artzi and Cardie, "When in Doubt: Improving
