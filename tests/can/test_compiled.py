@@ -247,3 +247,11 @@ def test_importing_skprior_does_not_import_numba():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_read_only_input(monkeypatch, cifar100):
+    """A read-only batch (np.load(mmap_mode="r"), a frozen array) is read as is."""
+    proba = cifar(cifar100, np.float32)
+    proba.flags.writeable = False
+    compiled, numpy = both_paths(monkeypatch, proba, np.full(100, 0.01))
+    assert_same(compiled, numpy)
