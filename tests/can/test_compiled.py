@@ -250,7 +250,7 @@ def test_importing_skprior_does_not_import_numba():
 
 
 def test_read_only_input(monkeypatch, cifar100):
-    """A read-only batch (np.load(mmap_mode="r"), a frozen array) is read as is."""
+    """A read-only batch (writeable=False) is read as it is."""
     proba = cifar(cifar100, np.float32)
     proba.flags.writeable = False
     compiled, numpy = both_paths(monkeypatch, proba, np.full(100, 0.01))
