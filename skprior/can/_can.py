@@ -6,6 +6,8 @@ written once for every array namespace, are in ``_solvers.py``; a Dask array
 runs their NumPy form on each of its blocks.
 """
 
+import os
+
 import numpy as np
 
 from skprior._base import BasePriorClassifier
@@ -199,6 +201,14 @@ def alternating_normalization(
     ``n_reference * n_classes * d`` per row (tens of milliseconds with 7,000
     reference rows of 100 classes).
 
+    With numba installed (optional: the ``fast`` extra), a NumPy batch of at
+    least 2**20 entries is validated, screened and summed in one read by a
+    compiled kernel, which also computes ``d = 1`` (the same values to
+    rounding). The first such call of a process imports numba (about a
+    second), the first on a machine also compiles the kernel (seconds; the
+    machine code is cached). The environment variable ``SKPRIOR_NO_NUMBA=1``
+    turns it off.
+
     References
     ----------
     .. [1] Jia, Reiter, Lim, Artzi and Cardie, "When in Doubt: Improving
@@ -220,7 +230,14 @@ def alternating_normalization(
            [0.75, 0.25]])
     """
     xp, is_numpy = get_namespace(proba, reference)
-    if is_numpy:
+    # (reference=None, n_iter=1: the kernel also sums the confident rows)
+    compiled = is_numpy and _compiled_screen(
+        proba, k, tau, alpha, reference is None and n_iter == 1, uncertainty
+    )
+    if compiled:
+        module, proba, (out, low, column_sums, small) = compiled
+        row_max = row_sums = None
+    elif is_numpy:
         proba, row_max, row_sums = check_proba_with_row_max(proba)
     else:
         proba, row_max, row_sums = check_proba(proba, lazy=True), None, None
@@ -244,13 +261,23 @@ def alternating_normalization(
         )
     else:
         dtype = work_dtype(xp, device_of(proba))
-        low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
+        if not compiled:
+            out = None
+            low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
+        prior = from_host(xp, prior, device_of(proba), dtype)
+        n_low = n_reference = None
+        if compiled and reference is None and n_iter == 1 and not small:
+            # The closed form over the low rows, unless one lost digits.
+            rows = np.flatnonzero(low)
+            if module.correct(proba, out, rows, column_sums, prior, alpha):
+                n_low, n_reference = rows.size, proba.shape[0] - rows.size
         if reference is None:
             reference, weight = proba, xp.astype(~low, dtype)
-        prior = from_host(xp, prior, device_of(proba), dtype)
-        out, n_low, n_reference = can_rows(
-            xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter
-        )
+        if n_low is None:
+            given = (reference, weight, alpha, n_iter)
+            out, n_low, n_reference = can_rows(
+                xp, is_numpy, proba, prior, low, *given, out=out
+            )
     if n_low and not n_reference:
         warn_user(
             f"CAN found {int(n_low)} low-confidence rows but no confident "
@@ -259,6 +286,53 @@ def alternating_normalization(
             f"`reference` argument, or reference='fit' in CANClassifier)."
         )
     return out
+
+
+# The compiled kernel runs on NumPy batches of at least this many entries:
+# below, the NumPy path takes about a millisecond, and the import of numba
+# (a few tenths of a second, once) would outweigh what it saves.
+COMPILED_MIN_ELEMENTS = 2**20
+_COMPILED = []  # the module of compiled kernels, or None, once imported
+
+
+def _compiled_screen(proba, k, tau, alpha, accumulate, kind):
+    """The compiled read of ``proba`` when it applies, else ``None``.
+
+    It applies to a float32 or float64 ndarray (made C-contiguous) of at least
+    ``COMPILED_MIN_ELEMENTS`` entries, with numba installed and the
+    environment variable ``SKPRIOR_NO_NUMBA`` unset or empty, for the
+    uncertainties other than ``"max_over_k"``. Returns the module
+    ``_compiled``, the contiguous ``proba`` and what its ``screen`` returns
+    (its validation raises the errors of rows that do not sum to one);
+    ``None`` also where the NumPy path must run for its errors (a bad ``k``,
+    NaN, negative entries) or for negative zeros.
+    """
+    if (
+        type(proba) is not np.ndarray
+        or proba.dtype not in (np.float32, np.float64)
+        or proba.ndim != 2
+        or proba.shape[1] < 2
+        or proba.size < COMPILED_MIN_ELEMENTS
+        or kind == "max_over_k"
+        or os.environ.get("SKPRIOR_NO_NUMBA")
+    ):
+        return None
+    try:
+        k = resolve_k(k, proba.shape[1], kind)
+    except ValueError:
+        return None
+    if not _COMPILED:
+        try:
+            from skprior.can import _compiled
+        except ImportError:  # (numba is not installed)
+            _compiled = None
+        _COMPILED.append(_compiled)
+    module = _COMPILED[0]
+    if module is None:
+        return None
+    proba = np.ascontiguousarray(proba)
+    screened = module.screen(proba, k, tau, kind, alpha, accumulate)
+    return None if screened is None else (module, proba, screened)
 
 
 def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args):

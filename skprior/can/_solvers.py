@@ -143,6 +143,16 @@ def _largest_uncertain_share(k, tau):
     return brentq(lambda r: _entropy_bound(r, k) - target, 1.0 / k, 1.0, xtol=1e-15)
 
 
+def screen_share(k, tau, shape, dtype):
+    """The bound r* of :func:`_largest_uncertain_share`, with a slack.
+
+    For a comparison in float64 with row sums that carry the rounding of
+    float32 input.
+    """
+    slack = 1.0 + 2 * shape[1] * np.finfo(dtype).eps
+    return _largest_uncertain_share(k, tau) * slack
+
+
 def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=None):
     """Mask of the rows whose uncertainty is at least ``tau``.
 
@@ -155,14 +165,12 @@ def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=Non
     # NumPy screens with the row maximum p1 before the (comparatively slow)
     # partial sort: the top share is r = p1 / (top-k mass) >= p1 / (row sum),
     # so rows with p1 > r* (row sum) are confident (_largest_uncertain_share).
+    share = screen_share(k, tau, proba.shape, proba.dtype)
     if row_max is None:
         # (an integer maximum is ~2x faster than the NaN-aware float one)
         row_max = row_maxima(integer_view(proba)).view(proba.dtype)
     if row_sums is None:
         row_sums = numpy_row_sums(proba)
-    # In float64, with a slack for the rounding of row sums of float32 input.
-    slack = 1.0 + 2 * proba.shape[1] * np.finfo(proba.dtype).eps
-    share = _largest_uncertain_share(k, tau) * slack
     candidates = (row_max <= share * row_sums.astype(np.float64)).nonzero()[0]
     low = np.zeros(proba.shape[0], dtype=bool)
     # The candidates' rows are copied (and partially sorted in place) one
@@ -173,6 +181,11 @@ def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=Non
         uncertainty = topk_uncertainty(xp, True, rows, k, kind, overwrite=True)
         low[candidates[block]] = uncertainty >= threshold
     return low
+
+
+def power_floor(alpha):
+    """``e**50`` times the smallest normal float64, to the power ``1 / alpha``."""
+    return float(np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha))
 
 
 def _powers_stay_normal(xp, is_numpy, parts, alpha):
@@ -188,8 +201,7 @@ def _powers_stay_normal(xp, is_numpy, parts, alpha):
     """
     if alpha < 1:
         return True
-    floor = float(np.exp((np.log(np.finfo(np.float64).tiny) + 50.0) / alpha))
-    flags = []
+    floor, flags = power_floor(alpha), []
     for array, rows in parts:
         n_rows = array.shape[0] if rows is None else rows.shape[0]
         for block in _blocks(xp, is_numpy, n_rows, array.shape[1]):
@@ -448,7 +460,17 @@ def _put_rows(xp, target, mask, values):
 
 @np.errstate(divide="ignore", invalid="ignore", under="ignore")
 def can_rows(
-    xp, is_numpy, proba, prior, low, reference, weight, alpha, n_iter, sums=None
+    xp,
+    is_numpy,
+    proba,
+    prior,
+    low,
+    reference,
+    weight,
+    alpha,
+    n_iter,
+    sums=None,
+    out=None,
 ):
     """CAN's output for the whole batch, given the mask ``low`` of its rows to correct.
 
@@ -464,14 +486,17 @@ def can_rows(
     reference for ``n_iter = 1``, may be given instead of ``reference`` (a
     block of a Dask array).
 
-    On NumPy the output is written once, as a copy of the input in its dtype,
+    On NumPy the output is written once, as a copy of the input in its dtype
+    (or given: ``out``, a copy of ``proba`` that the compiled screen made),
     and the low-confidence rows are corrected in place one block at a time:
     the float64 temporaries stay the size of a block whatever the batch, so
     that the peak is the output plus a few blocks.
     """
     indices = xp.nonzero(low)[0]
     n_low, n_classes = indices.shape[0], proba.shape[1]
-    result = xp.asarray(proba, copy=True) if is_numpy or not n_low else None
+    result = out
+    if out is None and (is_numpy or not n_low):
+        result = xp.asarray(proba, copy=True)
     if not n_low:
         return result, 0, None
     confident, width, n_reference = None, n_classes, None

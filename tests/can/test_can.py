@@ -1,5 +1,12 @@
-"""CAN: the array functions against naive loops written from the formulas."""
+"""CAN: the array functions against naive loops written from the formulas.
 
+Every test runs twice: on the NumPy path and on the compiled kernel (numba,
+optional: ``skprior/can/_compiled.py``), which serves NumPy batches of at least
+``COMPILED_MIN_ELEMENTS`` entries; the fixture :func:`can_path` forces it on
+for every size by setting that to 0, and off with ``SKPRIOR_NO_NUMBA=1``.
+"""
+
+import importlib.util
 import warnings
 
 import numpy as np
@@ -8,7 +15,31 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from skprior import CANClassifier, alternating_normalization, topk_entropy
+from skprior.can import _can
 from skprior.can._solvers import TAU_ROUNDING as _TAU_ROUNDING
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+@pytest.fixture(
+    autouse=True,
+    params=[
+        "numpy",
+        pytest.param(
+            "compiled",
+            marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"),
+        ),
+    ],
+)
+def can_path(request, monkeypatch):
+    """``"numpy"`` or ``"compiled"``: the path that CAN takes in this test."""
+    if request.param == "numpy":
+        monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
+    else:
+        monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+        monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    return request.param
+
 
 # -- naive references, written from SPEC §1 / the paper, one row at a time -----------
 

@@ -1,0 +1,181 @@
+"""Cost of CAN at d = 1 in passes over the data (issue 28), with and without numba.
+
+The unit is one ``proba.sum()`` over the same array, timed in the same run.
+On CIFAR-100 posteriors (the WideResNet and DenseNet test sets, stacked:
+20,000 x 100 float32), tiled to each of ``--rows`` (200,000 and 1,000,000 by
+default: 80 and 400 MB):
+
+1. ``alternating_normalization(proba, prior)`` at its defaults (d = 1,
+   k = "auto", tau = 0.9, alpha = 1, the batch as its own reference),
+   validation included, on the compiled kernel (numba) and on the NumPy path
+   (``SKPRIOR_NO_NUMBA=1``): milliseconds (best of ``--repeats``) and the ratio
+   "sum passes" = call / sum. Target: <= 4 with the kernel. The kernel runs
+   as it does by default ("numba": the output is copied in a second thread
+   while the kernel reads the batch) and with the copy first, in the calling
+   thread ("serial", ``_compiled.COPY_IN_THREAD = False``). The largest
+   difference from the "numba" output is printed too.
+2. ``--startup``: in fresh processes with an empty numba cache directory, the
+   first call (numba's import and the compilation of the kernels) and then,
+   with that cache filled, the first call of a new process (import and loading
+   the cached machine code); and the import time of numba itself.
+
+``--busy`` runs it all with a second process keeping one core busy
+(``_common.busy_machine``). ``--cpu-time`` times the CPU time of the process
+(all its threads) instead of the wall time: on a machine shared with other
+jobs the wall time of a call of tens of milliseconds includes the time it
+waits for a core, which a 4 ms ``proba.sum()`` mostly escapes, so the wall
+ratios there overstate the cost. It counts the work, not its overlap: the
+kernel copies the output in a second thread while it reads the batch, which
+shortens the wall time on an idle machine but not the CPU time.
+Timings on a shared machine move by tens of percent between runs; the ratios
+of the same run are the figures to compare.
+
+Run from the repository root::
+
+    python benchmarks/bench_can_passes.py [--rows 200000 1000000] [--repeats 7]
+        [--busy] [--cpu-time] [--startup]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from _common import best_time, busy_machine  # noqa: E402
+from bench_prior_passes import stacked_cifar100, tiled  # noqa: E402
+
+from skprior import alternating_normalization  # noqa: E402
+from skprior.can import _compiled  # noqa: E402
+
+
+def best_cpu_time(func, repeats):
+    """Best CPU time of the process over ``repeats`` calls, and the last result."""
+    best, result = np.inf, None
+    for _ in range(repeats):
+        start = time.process_time()
+        result = func()
+        best = min(best, time.process_time() - start)
+    return best, result
+
+
+def with_numba(enabled):
+    if enabled:
+        os.environ.pop("SKPRIOR_NO_NUMBA", None)
+    else:
+        os.environ["SKPRIOR_NO_NUMBA"] = "1"
+
+
+def passes(rows, repeats, timer):
+    proba, labels = stacked_cifar100()
+    prior = np.bincount(labels, minlength=100) / labels.size
+    alternating_normalization(proba, prior)  # (numba's import and cache load)
+    print(
+        f"{'rows':>10} {'path':>7} {'sum (ms)':>9} {'call (ms)':>10} "
+        f"{'sum passes':>11} {'max |numba - numpy|':>20}"
+    )
+    for n_rows in rows:
+        big = tiled(proba, n_rows)
+        outputs = {}
+        for path in ("numba", "serial", "numpy"):
+            with_numba(path != "numpy")
+            _compiled.COPY_IN_THREAD = path == "numba"
+            sum_time, _ = timer(big.sum, max(repeats, 20))
+            call_time, outputs[path] = timer(
+                lambda big=big: alternating_normalization(big, prior), repeats
+            )
+            diff = ""
+            if path != "numba":
+                diff = f"{np.max(np.abs(outputs['numba'] - outputs[path])):.1e}"
+            print(
+                f"{n_rows:>10,} {path:>7} {sum_time * 1e3:>9.2f} "
+                f"{call_time * 1e3:>10.2f} {call_time / sum_time:>11.1f} {diff:>20}"
+            )
+        with_numba(True)
+        del big, outputs
+
+
+STARTUP = """
+import time
+start = time.perf_counter()
+import numpy as np
+from skprior import alternating_normalization
+proba = np.random.default_rng(0).dirichlet(np.full(100, 0.1), 20000)
+proba = proba.astype(np.float32)
+proba /= proba.sum(axis=1, keepdims=True)
+begin = time.perf_counter()
+alternating_normalization(proba, np.full(100, 0.01))
+first = time.perf_counter() - begin
+begin = time.perf_counter()
+alternating_normalization(proba, np.full(100, 0.01))
+print(f"{first:.3f} {time.perf_counter() - begin:.4f}")
+"""
+
+
+def startup():
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env.pop("SKPRIOR_NO_NUMBA", None)
+    command = [sys.executable, "-c", STARTUP]
+    with tempfile.TemporaryDirectory() as cache:
+        env["NUMBA_CACHE_DIR"] = cache
+        compile_run = subprocess.run(command, env=env, capture_output=True, text=True)
+        cached_run = subprocess.run(command, env=env, capture_output=True, text=True)
+    env["SKPRIOR_NO_NUMBA"] = "1"
+    numpy_run = subprocess.run(command, env=env, capture_output=True, text=True)
+    numba_import = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; t = time.perf_counter(); import numba; "
+            "print(f'{time.perf_counter() - t:.3f}')",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    print("first call of a process (20,000 x 100 float32), seconds:")
+    for label, run in (
+        ("empty numba cache (import + compile)", compile_run),
+        ("cached kernels (import + load)", cached_run),
+        ("without numba (SKPRIOR_NO_NUMBA=1)", numpy_run),
+    ):
+        first, second = run.stdout.split() if run.returncode == 0 else ("?", "?")
+        print(f"  {label:<40} first {first:>7}  second call {second:>7}")
+        if run.returncode:
+            print(run.stderr)
+    print(f"  import numba alone: {numba_import.stdout.strip()} s")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--busy", action="store_true")
+    parser.add_argument("--cpu-time", action="store_true")
+    parser.add_argument("--startup", action="store_true")
+    args = parser.parse_args()
+    import numba  # (the kernel's requirement: fail early without it)
+
+    timer = best_cpu_time if args.cpu_time else best_time
+    now = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    print(
+        f"CAN d = 1 in proba.sum() passes; {now} UTC; numpy {np.__version__}, "
+        f"numba {numba.__version__}; "
+        f"{os.cpu_count()} CPU cores; {'process CPU' if args.cpu_time else 'wall'} time"
+        f"{'; with a second process keeping one core busy' if args.busy else ''}"
+    )
+    with busy_machine(args.busy):
+        passes(args.rows, args.repeats, timer)
+        if args.startup:
+            startup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""CAN's compiled kernel (numba) against the NumPy path, on the same inputs.
+
+Each test computes ``alternating_normalization`` twice, once forced through
+the kernel (``COMPILED_MIN_ELEMENTS = 0``) and once with
+``SKPRIOR_NO_NUMBA=1``, checks that the kernel really ran, and compares:
+1e-12 relative for float64, 1e-6 for float32 (a float32 rounding). The
+tests against the naive references (``test_can.py``) run on both paths too.
+"""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from skprior import alternating_normalization
+from skprior.can import _can
+
+pytest.importorskip("numba")
+from skprior.can import _compiled  # noqa: E402
+
+RTOL = {np.float32: 1e-6, np.float64: 1e-12}
+
+
+def both_paths(monkeypatch, proba, prior, **kwargs):
+    """(kernel result, NumPy result, their warnings) of one call."""
+    calls = []
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return screen(*args, **kw)
+
+    screen = _compiled.screen
+    monkeypatch.setattr(_compiled, "screen", counted)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    results = []
+    for disabled in ("", "1"):
+        monkeypatch.setenv("SKPRIOR_NO_NUMBA", disabled)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = alternating_normalization(proba, prior, **kwargs)
+        results.append((out, [str(w.message) for w in caught]))
+    assert len(calls) == 1, "the kernel did not run"
+    (compiled, compiled_warnings), (numpy, numpy_warnings) = results
+    assert compiled_warnings == numpy_warnings
+    return compiled, numpy
+
+
+def assert_same(compiled, numpy):
+    assert compiled.dtype == numpy.dtype and compiled.shape == numpy.shape
+    rtol = RTOL[numpy.dtype.type]
+    np.testing.assert_allclose(compiled, numpy, rtol=rtol, atol=0)
+
+
+def cifar(cifar100, dtype):
+    return cifar100[0][:3000].astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["renormalized", "unrenormalized"])
+@pytest.mark.parametrize("k, tau", [("auto", 0.9), (2, 0.5), (5, 0.9), (3, 0.3)])
+def test_cifar100_outputs(monkeypatch, cifar100, dtype, kind, k, tau):
+    """Real CIFAR-100 outputs, float32 as stored and float64."""
+    proba = cifar(cifar100, dtype)
+    prior = np.full(100, 0.01)
+    if kind == "unrenormalized":  # (divided by log 100: at most log 5 / log 100)
+        tau /= 4
+    compiled, numpy = both_paths(
+        monkeypatch, proba, prior, k=k, tau=tau, uncertainty=kind
+    )
+    assert_same(compiled, numpy)
+    assert not np.array_equal(numpy, proba)  # (some rows were corrected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("alpha", [0.5, 2.0, 30.0])
+@pytest.mark.parametrize("n_iter", [1, 3])
+def test_alpha_and_iterations(monkeypatch, cifar100, dtype, alpha, n_iter):
+    """alpha != 1 (30: powers near underflow, computed in logs) and d > 1,
+    where the kernel screens and the NumPy solvers correct."""
+    proba = cifar(cifar100, dtype)[:1500]
+    prior = np.linspace(1, 2, 100) / np.linspace(1, 2, 100).sum()
+    compiled, numpy = both_paths(monkeypatch, proba, prior, alpha=alpha, n_iter=n_iter)
+    assert_same(compiled, numpy)
+
+
+def test_reference_and_weights(monkeypatch, cifar100):
+    """A held-out reference with weights: the kernel screens the batch only."""
+    proba = cifar(cifar100, np.float64)
+    reference, batch = proba[:2000], proba[2000:]
+    weight = np.random.default_rng(0).uniform(0, 3, 2000)
+    prior = np.full(100, 0.01)
+    for n_iter in (1, 2):
+        compiled, numpy = both_paths(
+            monkeypatch,
+            batch,
+            prior,
+            reference=reference,
+            reference_weight=weight,
+            n_iter=n_iter,
+        )
+        assert_same(compiled, numpy)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_zeros_ones_ties_and_absent_classes(monkeypatch, dtype):
+    """One-hot rows, rows with exact zeros, ties in the top k (several places
+    at one level), and classes that no row predicts (0 / 0 = 0)."""
+    rng = np.random.default_rng(1)
+    proba = rng.dirichlet(np.full(12, 0.5), size=400)
+    proba[:, [3, 7]] = 0.0  # classes absent from the batch
+    proba /= proba.sum(axis=1, keepdims=True)
+    proba[:20] = np.eye(12)[rng.choice([0, 1, 2, 4, 5, 6, 8, 9, 10, 11], 20)]
+    proba[20:40] = 0.0
+    proba[20:40, [0, 1, 2, 4]] = 0.25  # a uniform top 4: ties at every level
+    proba[40:60] = 0.0
+    proba[40:60, [0, 1, 2]] = [0.4, 0.4, 0.2]
+    proba = proba.astype(dtype)
+    prior = np.full(12, 1 / 12)
+    for k, tau in ((3, 0.9), (2, 0.99), (4, 1.0)):
+        compiled, numpy = both_paths(monkeypatch, proba, prior, k=k, tau=tau)
+        assert_same(compiled, numpy)
+        assert np.all(compiled[:, [3, 7]] == 0)
+
+
+@pytest.mark.parametrize("n_classes, k", [(20, 20), (40, 16), (40, 17), (7, 7)])
+def test_large_k_up_to_all_classes(monkeypatch, n_classes, k):
+    """k = n_classes, and k on either side of the kernel's switch to a sort."""
+    proba = np.random.default_rng(2).dirichlet(np.ones(n_classes), size=500)
+    prior = np.full(n_classes, 1 / n_classes)
+    for kind in ("renormalized", "unrenormalized"):
+        compiled, numpy = both_paths(
+            monkeypatch, proba, prior, k=k, tau=0.7, uncertainty=kind
+        )
+        assert_same(compiled, numpy)
+
+
+def test_no_confident_row_warns_on_both_paths(monkeypatch):
+    """Every row low-confidence: the prior on each row's support, one warning."""
+    proba = np.random.default_rng(3).dirichlet(np.full(5, 50.0), size=50)
+    proba[0, 4] = 0.0
+    proba[0] /= proba[0].sum()
+    compiled, numpy = both_paths(monkeypatch, proba, np.full(5, 0.2), tau=0.5)
+    assert_same(compiled, numpy)
+    np.testing.assert_allclose(compiled[1], 0.2)
+
+
+def test_all_rows_confident(monkeypatch):
+    proba = np.eye(6)[np.arange(60) % 6] * 0.9 + 0.1 / 6
+    compiled, numpy = both_paths(monkeypatch, proba, np.full(6, 1 / 6))
+    np.testing.assert_array_equal(compiled, proba)
+    np.testing.assert_array_equal(numpy, proba)
+
+
+def test_ten_thousand_classes(monkeypatch):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(60, 10_000))
+    logits[np.arange(60), rng.integers(0, 10_000, 60)] += np.linspace(0, 20, 60)
+    proba = softmax(logits, axis=1)
+    prior = np.full(10_000, 1e-4)
+    compiled, numpy = both_paths(monkeypatch, proba, prior, k=3, tau=0.5)
+    assert_same(compiled, numpy)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_of_huge_logits(monkeypatch, dtype):
+    """Logits of +-1e4: rows of exact 0 and 1 next to ordinary ones."""
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(300, 10))
+    logits[:100] *= 1e4
+    proba = softmax(logits, axis=1).astype(dtype)
+    proba /= proba.sum(axis=1, keepdims=True)
+    for alpha in (1.0, 3.0):
+        compiled, numpy = both_paths(monkeypatch, proba, np.full(10, 0.1), alpha=alpha)
+        assert_same(compiled, numpy)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [(np.nan, "NaN or infinite"), (-0.1, "negative"), (0.5, "sum to 1")],
+)
+def test_bad_rows_give_the_numpy_errors(monkeypatch, bad, match):
+    proba = np.full((50, 4), 0.25)
+    proba[7, 1] = bad
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    with pytest.raises(ValueError, match=match):
+        alternating_normalization(proba, np.full(4, 0.25))
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
+    with pytest.raises(ValueError, match=match):
+        alternating_normalization(proba, np.full(4, 0.25))
+
+
+def test_negative_zeros_and_the_callers_array(monkeypatch, cifar100):
+    """-0.0 is a valid zero (the NumPy path takes it); the input is not written."""
+    proba = cifar(cifar100, np.float64)
+    proba[:5, 0] = 0.0
+    proba[:5] /= proba[:5].sum(axis=1, keepdims=True)
+    proba[:5, 0] = -0.0
+    kept = proba.copy()
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    out = alternating_normalization(proba, np.full(100, 0.01))
+    np.testing.assert_array_equal(proba, kept)
+    assert not np.signbit(out[:5, 0]).any()
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
+    np.testing.assert_array_equal(
+        alternating_normalization(proba, 0.01 + out[0] * 0), out
+    )
+
+
+def test_when_the_kernel_runs(monkeypatch, cifar100):
+    """Not below COMPILED_MIN_ELEMENTS, for max_over_k, with SKPRIOR_NO_NUMBA
+    or on other arrays than float32/float64 ndarrays."""
+    calls = []
+    screen = _compiled.screen
+    monkeypatch.setattr(
+        _compiled, "screen", lambda *a, **k: calls.append(1) or screen(*a, **k)
+    )
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    proba, prior = cifar(cifar100, np.float32), np.full(100, 0.01)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", proba.size + 1)
+    alternating_normalization(proba, prior)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", proba.size)
+    alternating_normalization(proba, prior, uncertainty="max_over_k")
+    alternating_normalization(proba.astype(np.float16), prior)
+    alternating_normalization(proba.tolist(), prior)
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
+    alternating_normalization(proba, prior)
+    assert calls == []
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "")
+    alternating_normalization(proba, prior)
+    alternating_normalization(np.asfortranarray(proba), prior)
+    assert calls == [1, 1]
+
+
+def test_importing_skprior_does_not_import_numba():
+    """numba (hundreds of ms to import) is imported by the first CAN call
+    that uses the kernel, not by ``import skprior`` or a small call."""
+    code = (
+        "import sys, numpy as np, skprior; "
+        "skprior.alternating_normalization(np.full((10, 4), 0.25), [0.25] * 4); "
+        "print('numba' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_read_only_input(monkeypatch, cifar100):
+    """A read-only batch (writeable=False) is read as it is."""
+    proba = cifar(cifar100, np.float32)
+    proba.flags.writeable = False
+    compiled, numpy = both_paths(monkeypatch, proba, np.full(100, 0.01))
+    assert_same(compiled, numpy)
