@@ -1,0 +1,349 @@
+"""Prediction sets that keep their coverage under label shift (split conformal).
+
+:func:`conformal_prediction_set` builds split-conformal sets from a labelled
+calibration set and weights the calibration scores by the ratio of the test
+prior to the calibration prior, as Podkopaev and Ramdas (2021) do; or takes a
+quantile per class (the class-conditional, "Mondrian" sets), or none of that
+(plain split conformal). The scores are computed where the arrays live; the
+``K`` thresholds, from the ``n`` calibration scores, on the host (a sort).
+:class:`PriorAdaptedClassifier` calls the same pieces in ``predict_set``.
+"""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from skprior._utils._array_api import device_of, get_namespace, is_dask, per_row
+from skprior._utils._array_api import to_host
+from skprior._utils._constraints import constraints
+from skprior._utils._sklearn_compat import Interval, StrOptions, validate_params
+from skprior._utils._validation import (
+    check_prior,
+    check_proba,
+    check_train_prior,
+    warn_user,
+)
+from skprior._utils._validation_labels import (
+    check_class_indices,
+    check_sample_weight,
+    label_frequencies,
+)
+
+SET_SCORES = ("lac", "aps", "aps_randomized")
+SET_MODES = ("weighted", "class", "split")
+SET_CONSTRAINTS = {
+    "alpha": [Interval(Real, 0, 1, closed="neither")],
+    "score": [StrOptions(set(SET_SCORES))],
+    "mode": [StrOptions(set(SET_MODES))],
+}
+# The quantile's level is met "up to rounding": a cumulative weight that equals
+# (1 - alpha) times the total in exact arithmetic must not miss it by an ulp.
+_LEVEL_SLACK = 1e-12
+
+
+@validate_params(
+    {
+        **constraints(proba_cal="array", y_cal="array", proba_test="array"),
+        **SET_CONSTRAINTS,
+        **constraints(test_prior="optional_prior", train_prior="optional_prior"),
+        **constraints(sample_weight="optional_array"),
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def conformal_prediction_set(
+    proba_cal,
+    y_cal,
+    proba_test,
+    *,
+    alpha=0.1,
+    score="lac",
+    mode="weighted",
+    test_prior=None,
+    train_prior=None,
+    sample_weight=None,
+    random_state=None,
+):
+    r"""Split-conformal prediction sets, valid under label shift.
+
+    A score :math:`s(x, y)` (large: ``y`` is unlikely for ``x``) is computed
+    on labelled calibration rows, :math:`V_i = s(x_i, y_i)`. A test row gets
+    the set :math:`C(x) = \{y : s(x, y) \le t_y\}`, with :math:`t_y` the
+    :math:`1-\alpha` quantile of the calibration scores weighted by
+    :math:`w(y_i)`, and of :math:`+\infty` weighted by the test row's own
+    weight :math:`w(y)` for its candidate label (Podkopaev and Ramdas, 2021):
+
+    .. math::
+
+        t_y = \min\Big\{V_{(k)} : \sum_{j \le k} w(Y_{(j)})
+        \ge (1 - \alpha) \Big(\sum_{i=1}^n w(Y_i) + w(y)\Big)\Big\},
+
+    :math:`+\infty` when no calibration score reaches it (the label is in
+    every set). Under label shift :math:`w(y) = \pi_y / q_y`, the test prior
+    over the calibration prior, and then
+    :math:`P(Y \in C(X)) \ge 1 - \alpha` on the test distribution.
+
+    Parameters
+    ----------
+    proba_cal : array-like of shape (n_calibration, n_classes)
+        Posteriors of labelled calibration rows, drawn as the training data
+        (before the shift); rows sum to one.
+    y_cal : array-like of shape (n_calibration,)
+        Their true classes, as column indices ``0..n_classes-1``.
+    proba_test : array-like of shape (n_samples, n_classes)
+        Posteriors of the rows to predict, from the same model (not adapted
+        to the test prior: the score must be the calibration rows' one).
+    alpha : float in (0, 1), default=0.1
+        The miscoverage: the sets hold the true class with probability at
+        least ``1 - alpha``.
+    score : {"lac", "aps", "aps_randomized"}, default="lac"
+        ``"lac"``: :math:`1 - p_y` (Sadinle et al., 2019), the smallest sets
+        on average. ``"aps"``: the mass of the classes ranked at or above
+        ``y`` (by decreasing probability, ties by column), adaptive sets
+        (Romano et al., 2020) that grow where the model is unsure.
+        ``"aps_randomized"``: the mass ranked above ``y`` plus :math:`U p_y`,
+        :math:`U` uniform per row, whose coverage is nearer ``1 - alpha``.
+    mode : {"weighted", "class", "split"}, default="weighted"
+        ``"weighted"``: the weights :math:`w(y) = \pi_y / q_y` of
+        ``test_prior`` and ``train_prior``. ``"class"``: the quantile of each
+        class's own calibration scores (:math:`w = [Y_i = y]`): coverage
+        ``1 - alpha`` for every class, whatever the prior, at the price of
+        larger sets. ``"split"``: every weight 1, plain split conformal,
+        valid without shift only.
+    test_prior : array-like of shape (n_classes,), default=None
+        The test prior :math:`\pi` (``mode="weighted"``, where it is
+        required), e.g. ``estimate_test_prior(proba_test, train_prior).prior``.
+    train_prior : array-like of shape (n_classes,), default=None
+        The calibration rows' class prior :math:`q`; None counts it from
+        ``y_cal`` (with ``sample_weight``), which makes the weights sum to
+        ``n``.
+    sample_weight : array-like of shape (n_calibration,), default=None
+        Frequency weights of the calibration rows (a row of weight 2 counts
+        as two rows); they multiply :math:`w(Y_i)`.
+    random_state : int, RandomState instance or None, default=None
+        The :math:`U` of ``"aps_randomized"`` (one per calibration and test
+        row, drawn on the host: the same sets in every namespace).
+
+    Returns
+    -------
+    sets : array of bool of shape (n_samples, n_classes)
+        ``sets[i, k]`` is True where class ``k`` is in the set of row ``i``;
+        in the namespace and on the device of ``proba_test`` (a lazy array
+        for Dask).
+
+    See Also
+    --------
+    estimate_test_prior : The test prior of an unlabelled batch.
+    PriorAdaptedClassifier.predict_set : The sets of a wrapped model.
+
+    Notes
+    -----
+    The test row's weight depends on its candidate label only, so the
+    quantile is computed once per class: one sort of the calibration scores
+    and ``K`` searches. With the prior of the calibration labels the weights
+    of the calibration rows sum to ``n``, and the weighted distribution of
+    the scores is the mixture :math:`\sum_k \pi_k F_k` of the classes'
+    empirical distributions: the sets hold :math:`1 - \alpha` for the test
+    prior, where plain split conformal holds it for the calibration prior
+    only (a batch rich in hard classes is under-covered). With an estimated
+    :math:`\pi`, the coverage is that of the estimate: a batch's prior error
+    moves the coverage by about :math:`\sum_k (\pi_k - \hat\pi_k)
+    F_k(t)`. A class with too few calibration rows for ``alpha`` (fewer than
+    about :math:`(1 - \alpha)/\alpha` in ``"class"`` mode) gets
+    :math:`t = +\infty` and is in every set; a warning names it.
+
+    References
+    ----------
+    .. [1] Podkopaev and Ramdas, "Distribution-free uncertainty quantification
+       for classification under label shift", UAI 2021.
+    .. [2] Tibshirani, Barber, Candes and Ramdas, "Conformal prediction under
+       covariate shift", NeurIPS 2019.
+    .. [3] Sadinle, Lei and Wasserman, "Least ambiguous set-valued classifiers
+       with bounded error levels", JASA 114(525), 2019.
+    .. [4] Romano, Sesia and Candes, "Classification with valid and adaptive
+       coverage", NeurIPS 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprior import conformal_prediction_set
+    >>> proba_cal = np.array([[0.9, 0.1], [0.7, 0.3], [0.4, 0.6], [0.2, 0.8]] * 5)
+    >>> y_cal = np.array([0, 0, 1, 1] * 5)
+    >>> proba_test = np.array([[0.8, 0.2], [0.5, 0.5]])
+    >>> conformal_prediction_set(proba_cal, y_cal, proba_test, alpha=0.2, mode="split")
+    array([[ True, False],
+           [ True,  True]])
+    """
+    proba_cal = check_proba(proba_cal, name="proba_cal")
+    n_cal, n_classes = proba_cal.shape
+    # (lazy: for Dask the test side is one map, checked as it is computed)
+    proba_test = check_proba(proba_test, name="proba_test", lazy=True)
+    get_namespace(proba_cal, proba_test)  # (refuses a mix of libraries)
+    if proba_test.shape[1] != n_classes:
+        raise ValueError(
+            f"proba_test has {proba_test.shape[1]} columns but proba_cal has "
+            f"{n_classes}; both must be posteriors of the same classes."
+        )
+    y = check_class_indices(y_cal, n_cal, n_classes, name="proba_cal")
+    weights = check_sample_weight(sample_weight, n_cal)
+    ratio = prior_ratio(mode, test_prior, train_prior, y, weights, n_classes)
+    rng = check_random_state(random_state) if score == "aps_randomized" else None
+    u_cal = None if rng is None else rng.random(n_cal)
+    u_test = None if rng is None else rng.random(proba_test.shape[0])
+    cal_scores = true_class_scores(proba_cal, y, score, u_cal)
+    thresholds = set_thresholds(cal_scores, y, n_classes, alpha, mode, weights, ratio)
+    return sets_below(proba_test, thresholds, score, u_test)
+
+
+def prior_ratio(mode, test_prior, train_prior, y, weights, n_classes):
+    """The weights ``w(k) = pi_k / q_k`` of ``mode="weighted"`` (None otherwise).
+
+    ``q`` defaults to the weighted frequencies of ``y``; a class absent from
+    the calibration rows but in the test prior gets ``w = inf`` (it is in
+    every set: nothing measures its scores).
+    """
+    if mode != "weighted":
+        if test_prior is not None:
+            warn_user(
+                f"test_prior is used only by mode='weighted'; mode={mode!r} "
+                f"ignores it. Pass mode='weighted' to weight by the prior ratio."
+            )
+        return None
+    if test_prior is None:
+        raise ValueError(
+            "mode='weighted' needs test_prior=: the class prior of the test "
+            "rows, e.g. estimate_test_prior(proba_test, train_prior).prior. "
+            "Or pass mode='class' (no prior needed) or mode='split' (no shift)."
+        )
+    test = check_prior(test_prior, n_classes, name="test_prior")
+    if train_prior is not None:
+        return test / check_train_prior(train_prior, n_classes)
+    calibration = label_frequencies(y, n_classes, weights)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(test > 0, test / calibration, 0.0)
+    return ratio
+
+
+def score_matrix(proba, score, u=None):
+    """``s(x_i, k)`` for every row and class, in the namespace of ``proba``.
+
+    ``"lac"``: ``1 - p_ik``. ``"aps"``: the cumulative mass of the row sorted
+    by decreasing probability (ties by column, a stable sort), at ``k``'s
+    rank; ``u`` (device, one per row): ``"aps_randomized"``, the mass ranked
+    before ``k`` plus ``u_i p_ik``.
+    """
+    xp, is_numpy = get_namespace(proba)
+    if score == "lac":
+        return 1.0 - proba
+    if is_dask(xp):  # (row-wise: a map over the row chunks, rows whole)
+        import dask.array as da
+
+        proba = proba.rechunk({1: -1})
+        if u is None:
+            return proba.map_blocks(score_matrix, score, dtype=proba.dtype)
+        return da.map_blocks(
+            lambda block, u_block: score_matrix(block, score, u_block[:, 0]),
+            proba,
+            u.rechunk((proba.chunks[0],))[:, None],
+            dtype=proba.dtype,
+        )
+    if is_numpy:
+        order = np.argsort(-proba, axis=1, kind="stable")
+        ranked = np.take_along_axis(proba, order, axis=1)
+    else:
+        order = xp.argsort(proba, axis=1, descending=True, stable=True)
+        ranked = xp.take_along_axis(proba, order, axis=1)
+    mass = xp.cumulative_sum(ranked, axis=1)
+    if u is not None:
+        mass = mass - (1.0 - xp.astype(u, proba.dtype))[:, None] * ranked
+    if is_numpy:
+        out = np.empty_like(mass)
+        np.put_along_axis(out, order, mass, axis=1)
+        return out
+    return xp.take_along_axis(mass, xp.argsort(order, axis=1), axis=1)
+
+
+def true_class_scores(proba, y, score, u=None):
+    """``s(x_i, y_i)`` of the calibration rows, a host float64 vector.
+
+    Taken from :func:`score_matrix` (one definition of the score for the
+    calibration and the test rows). ``y`` and ``u`` are host vectors.
+    """
+    xp, is_numpy = get_namespace(proba)
+    if u is not None:
+        u = per_row(xp, u, proba, dtype=proba.dtype)
+    scores = score_matrix(proba, score, u)
+    if is_numpy:
+        return np.asarray(scores[np.arange(len(y)), y], dtype=np.float64)
+    classes = xp.arange(proba.shape[1], device=device_of(proba))
+    hit = per_row(xp, y, proba)[:, None] == classes[None, :]
+    (values,) = to_host(xp, xp.sum(xp.where(hit, scores, 0.0), axis=1))
+    return np.asarray(values, dtype=np.float64)
+
+
+def _quantiles(sorted_scores, cumulative, totals, alpha):
+    """The smallest score whose cumulative weight reaches ``(1 - alpha) totals``."""
+    needed = (1.0 - alpha) * totals * (1.0 - _LEVEL_SLACK)
+    index = np.searchsorted(cumulative, needed, side="left")
+    found = index < len(sorted_scores)
+    values = sorted_scores[np.minimum(index, len(sorted_scores) - 1)]
+    return np.where(found, values, np.inf) if len(sorted_scores) else np.inf
+
+
+def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None):
+    """The ``K`` thresholds ``t_y`` (host float64; ``inf``: always in the set).
+
+    ``scores`` are the calibration rows' (host), ``y`` their classes,
+    ``weights`` their frequency weights and ``ratio`` the prior ratio of
+    ``mode="weighted"``.
+    """
+    if mode == "class":
+        # One sort by (class, score); each class's own weighted quantile, the
+        # test row weighing 1 (its candidate is the class).
+        order = np.lexsort((scores, y))
+        bounds = np.searchsorted(y[order], np.arange(n_classes + 1))
+        thresholds = np.empty(n_classes)
+        for k in range(n_classes):
+            rows = order[bounds[k] : bounds[k + 1]]
+            cumulative = np.cumsum(weights[rows])
+            total = (cumulative[-1] if len(rows) else 0.0) + 1.0
+            thresholds[k] = _quantiles(scores[rows], cumulative, total, alpha)
+    else:
+        own = np.ones(n_classes) if ratio is None else ratio
+        row_weights = weights if ratio is None else weights * ratio[y]
+        order = np.argsort(scores, kind="stable")
+        cumulative = np.cumsum(row_weights[order])
+        with np.errstate(invalid="ignore"):  # (inf weights: inf totals)
+            thresholds = _quantiles(
+                scores[order], cumulative, cumulative[-1] + own, alpha
+            )
+    always = np.flatnonzero(np.isinf(thresholds))
+    if always.size:
+        warn_user(
+            f"Classes {always[:10].tolist()} are in every prediction set: the "
+            f"calibration rows of "
+            f"{'each class' if mode == 'class' else 'the class'} are too few "
+            f"(or weigh too little against the test row's own weight) to "
+            f"reach the {1 - alpha:g} quantile. Add labelled calibration rows "
+            f"of these classes, or raise alpha."
+        )
+    return thresholds
+
+
+def sets_below(proba, thresholds, score, u=None):
+    """``s(x_i, k) <= t_k``: the indicator, in the namespace of ``proba``.
+
+    The host thresholds are cast to the dtype of the scores: exact, as they
+    are scores of that dtype themselves (or ``inf``).
+    """
+    xp, is_numpy = get_namespace(proba)
+    if u is not None:
+        u = per_row(xp, u, proba, dtype=proba.dtype)
+    scores = score_matrix(proba, score, u)
+    if is_numpy:
+        return scores <= thresholds.astype(scores.dtype)[None, :]
+    limits = thresholds.astype(np.float32 if scores.dtype == xp.float32 else float)
+    if not is_dask(xp):
+        limits = xp.asarray(limits, device=device_of(proba), dtype=scores.dtype)
+    return scores <= limits[None, :]
