@@ -46,7 +46,15 @@ from skprior import (
     softmax_temperature,
 )
 
-METHODS = ("split", "MAPIE split", "weighted", "weighted, oracle", "class")
+METHODS = (
+    "split",
+    "MAPIE split",
+    "weighted",
+    "weighted, marginal",
+    "weighted, oracle",
+    "class",
+    "class, marginal",
+)
 
 
 def calibrated_halves(proba, labels, rng):
@@ -87,7 +95,7 @@ def run_split(proba, labels, args, rng):
     by_class = [np.flatnonzero(y_pool == k) for k in range(n_classes)]
     q_cal = np.bincount(y_cal, minlength=n_classes) / len(y_cal)
     out = {method: [] for method in METHODS}
-    same = []
+    same = {"weighted": [], "weighted, marginal": []}
     for _ in range(args.batches):
         if args.no_shift:
             prior = np.array([len(rows) for rows in by_class]) / len(y_pool)
@@ -99,13 +107,17 @@ def run_split(proba, labels, args, rng):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             estimate = estimate_test_prior(batch, q_cal, solver="squarem").prior
-            common = {"alpha": args.alpha, "score": args.score}
+            common = {"alpha": args.alpha, "score": args.score, "delta": args.delta}
+            marginal = {**common, "delta": None}
             sets = {
                 "split": conformal_prediction_set(
-                    p_cal, y_cal, batch, mode="split", **common
+                    p_cal, y_cal, batch, mode="split", **marginal
                 ),
                 "weighted": conformal_prediction_set(
                     p_cal, y_cal, batch, test_prior=estimate, **common
+                ),
+                "weighted, marginal": conformal_prediction_set(
+                    p_cal, y_cal, batch, test_prior=estimate, **marginal
                 ),
                 "weighted, oracle": conformal_prediction_set(
                     p_cal, y_cal, batch, test_prior=counts / args.n, **common
@@ -113,20 +125,26 @@ def run_split(proba, labels, args, rng):
                 "class": conformal_prediction_set(
                     p_cal, y_cal, batch, mode="class", **common
                 ),
+                "class, marginal": conformal_prediction_set(
+                    p_cal, y_cal, batch, mode="class", **marginal
+                ),
             }
             if args.score == "lac":
                 sets["MAPIE split"] = mapie_sets(p_cal, y_cal, batch, args.alpha)
         for method, s in sets.items():
             out[method].append((s[np.arange(args.n), y].mean(), s.sum(axis=1).mean()))
-        same.append(np.all(sets["weighted"] == sets["split"], axis=1).mean())
+        for method in ("weighted", "weighted, marginal"):
+            same[method].append(np.all(sets[method] == sets["split"], axis=1).mean())
     return out, same
 
 
 def report(name, results, same, args):
     split_size = np.mean([size for _, size in results["split"]])
     print(f"\n{name}  ({len(results['split'])} batches)")
-    print(f"  {'method':18s} {'mean cov':>9s} {'p10 cov':>8s} {'worst':>7s} "
-          f"{'size':>7s} {'x split':>8s}")
+    print(
+        f"  {'method':18s} {'mean cov':>9s} {'p10 cov':>8s} {'worst':>7s} "
+        f"{'size':>7s} {'x split':>8s}"
+    )
     for method, values in results.items():
         if not values:
             continue
@@ -137,7 +155,8 @@ def report(name, results, same, args):
             f"{size.mean():7.3f} {size.mean() / split_size:8.3f}"
         )
     if args.no_shift:
-        print(f"  rows whose weighted set equals split's: {np.mean(same):.4f}")
+        for method, shares in same.items():
+            print(f"  rows whose {method} set equals split's: {np.mean(shares):.4f}")
 
 
 def main():
@@ -148,6 +167,7 @@ def main():
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--concentration", type=float, default=0.1)
+    parser.add_argument("--delta", type=float, default=0.15)
     parser.add_argument("--score", default="lac", choices=["lac", "aps"])
     parser.add_argument("--no-shift", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
@@ -157,12 +177,13 @@ def main():
         rng = np.random.default_rng(args.seed)
         proba, labels = load_model_outputs(name)
         results = {method: [] for method in METHODS}
-        same = []
+        same = {"weighted": [], "weighted, marginal": []}
         for _ in range(args.splits):
             out, agree = run_split(proba, labels, args, rng)
             for method in METHODS:
                 results[method] += out[method]
-            same += agree
+            for method in same:
+                same[method] += agree[method]
         report(name, results, same, args)
     print(f"\n{time.perf_counter() - start:.0f} s")
 

@@ -12,10 +12,16 @@ quantile per class (the class-conditional, "Mondrian" sets), or none of that
 from numbers import Real
 
 import numpy as np
+from scipy.special import ndtri
 from sklearn.utils import check_random_state
 
-from skprior._utils._array_api import device_of, get_namespace, is_dask, per_row
-from skprior._utils._array_api import to_host
+from skprior._utils._array_api import (
+    device_of,
+    get_namespace,
+    is_dask,
+    per_row,
+    to_host,
+)
 from skprior._utils._constraints import constraints
 from skprior._utils._sklearn_compat import Interval, StrOptions, validate_params
 from skprior._utils._validation import (
@@ -36,7 +42,9 @@ SET_CONSTRAINTS = {
     "alpha": [Interval(Real, 0, 1, closed="neither")],
     "score": [StrOptions(set(SET_SCORES))],
     "mode": [StrOptions(set(SET_MODES))],
+    "delta": [Interval(Real, 0, 1, closed="neither"), None],
 }
+DEFAULT_SET_DELTA = 0.15
 # The quantile's level is met "up to rounding": a cumulative weight that equals
 # (1 - alpha) times the total in exact arithmetic must not miss it by an ulp.
 _LEVEL_SLACK = 1e-12
@@ -62,6 +70,7 @@ def conformal_prediction_set(
     mode="weighted",
     test_prior=None,
     train_prior=None,
+    delta=DEFAULT_SET_DELTA,
     sample_weight=None,
     random_state=None,
 ):
@@ -192,7 +201,9 @@ def conformal_prediction_set(
     u_cal = None if rng is None else rng.random(n_cal)
     u_test = None if rng is None else rng.random(proba_test.shape[0])
     cal_scores = true_class_scores(proba_cal, y, score, u_cal)
-    thresholds = set_thresholds(cal_scores, y, n_classes, alpha, mode, weights, ratio)
+    thresholds = set_thresholds(
+        cal_scores, y, n_classes, alpha, mode, weights, ratio, delta
+    )
     return sets_below(proba_test, thresholds, score, u_test)
 
 
@@ -283,41 +294,79 @@ def true_class_scores(proba, y, score, u=None):
 
 
 def _quantiles(sorted_scores, cumulative, totals, alpha):
-    """The smallest score whose cumulative weight reaches ``(1 - alpha) totals``."""
+    """The smallest score whose cumulative weight reaches ``(1 - alpha) totals``.
+
+    ``alpha <= 0`` (a level no finite score reaches) gives ``inf``.
+    """
     needed = (1.0 - alpha) * totals * (1.0 - _LEVEL_SLACK)
     index = np.searchsorted(cumulative, needed, side="left")
-    found = index < len(sorted_scores)
+    found = (index < len(sorted_scores)) & (alpha > 0)
+    if not len(sorted_scores):
+        return np.full(np.shape(found), np.inf)
     values = sorted_scores[np.minimum(index, len(sorted_scores) - 1)]
-    return np.where(found, values, np.inf) if len(sorted_scores) else np.inf
+    return np.where(found, values, np.inf)
 
 
-def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None):
+def _spread(scores, y, row_weights, threshold, n_classes):
+    r"""The standard error of the weighted share of scores below ``threshold``.
+
+    Given the labels, the indicators :math:`[V_i \le t]` of class :math:`k`
+    are Bernoulli(:math:`F_k(t)`): the share :math:`\sum_i w_i [V_i \le t] /
+    \sum_i w_i` has variance :math:`\sum_k \sum_{i \in k} w_i^2 F_k(1 - F_k)
+    / (\sum_i w_i)^2`, with :math:`F_k` estimated by the class's weighted
+    share.
+    """
+    total = np.bincount(y, weights=row_weights, minlength=n_classes)
+    below = np.bincount(
+        y, weights=row_weights * (scores <= threshold), minlength=n_classes
+    )
+    squares = np.bincount(y, weights=row_weights**2, minlength=n_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, below / total, 0.0)
+    variance = np.sum(squares * share * (1.0 - share))
+    return np.sqrt(variance) / total.sum() if total.sum() > 0 else 0.0
+
+
+def _one_quantile(scores, y, row_weights, own, alpha, z, n_classes):
+    """The thresholds of the candidates' own weights ``own`` (a K-vector or 1).
+
+    With ``z``, the level is first raised by ``z`` standard errors of the
+    weighted share at the plain quantile (the training-conditional level).
+    """
+    order = np.argsort(scores, kind="stable")
+    ranked, cumulative = scores[order], np.cumsum(row_weights[order])
+    total = cumulative[-1] if len(cumulative) else 0.0
+    if z is not None and np.isfinite(total) and total > 0:
+        plain = _quantiles(ranked, cumulative, total, alpha)
+        alpha = alpha - z * _spread(scores, y, row_weights, plain, n_classes)
+    with np.errstate(invalid="ignore"):  # (inf weights: inf totals)
+        return _quantiles(ranked, cumulative, total + own, alpha)
+
+
+def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None, delta=None):
     """The ``K`` thresholds ``t_y`` (host float64; ``inf``: always in the set).
 
     ``scores`` are the calibration rows' (host), ``y`` their classes,
-    ``weights`` their frequency weights and ``ratio`` the prior ratio of
-    ``mode="weighted"``.
+    ``weights`` their frequency weights, ``ratio`` the prior ratio of
+    ``mode="weighted"`` and ``delta`` the training-conditional risk (None:
+    the marginal sets).
     """
+    z = None if delta is None else float(ndtri(1.0 - delta))
     if mode == "class":
-        # One sort by (class, score); each class's own weighted quantile, the
-        # test row weighing 1 (its candidate is the class).
+        # Each class's own weighted quantile, the test row weighing 1 (its
+        # candidate is the class): one sort by class, then a slice per class.
         order = np.lexsort((scores, y))
         bounds = np.searchsorted(y[order], np.arange(n_classes + 1))
         thresholds = np.empty(n_classes)
         for k in range(n_classes):
             rows = order[bounds[k] : bounds[k + 1]]
-            cumulative = np.cumsum(weights[rows])
-            total = (cumulative[-1] if len(rows) else 0.0) + 1.0
-            thresholds[k] = _quantiles(scores[rows], cumulative, total, alpha)
+            thresholds[k] = _one_quantile(
+                scores[rows], y[rows], weights[rows], 1.0, alpha, z, n_classes
+            )
     else:
         own = np.ones(n_classes) if ratio is None else ratio
         row_weights = weights if ratio is None else weights * ratio[y]
-        order = np.argsort(scores, kind="stable")
-        cumulative = np.cumsum(row_weights[order])
-        with np.errstate(invalid="ignore"):  # (inf weights: inf totals)
-            thresholds = _quantiles(
-                scores[order], cumulative, cumulative[-1] + own, alpha
-            )
+        thresholds = _one_quantile(scores, y, row_weights, own, alpha, z, n_classes)
     always = np.flatnonzero(np.isinf(thresholds))
     if always.size:
         warn_user(
