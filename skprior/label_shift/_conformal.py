@@ -396,3 +396,36 @@ def sets_below(proba, thresholds, score, u=None):
     if not is_dask(xp):
         limits = xp.asarray(limits, device=device_of(proba), dtype=scores.dtype)
     return scores <= limits[None, :]
+
+
+class SetCalibration:
+    """What ``PriorAdaptedClassifier.predict_set`` keeps of its ``fit`` rows.
+
+    The score of each row's true class, the classes and the weights: host
+    ``n``-vectors, not the ``n x K`` posteriors.
+    """
+
+    def __init__(self, proba, y, score, sample_weight=None):
+        self.score = score
+        self.scores = true_class_scores(proba, y, score)
+        self.y = y
+        self.weights = check_sample_weight(sample_weight, len(y))
+
+    def sets(self, proba, alpha, score, mode, delta, test_prior=None):
+        """The sets of the checked posteriors ``proba`` (``test_prior``: host)."""
+        if score != self.score:
+            raise ValueError(
+                f"set_score was changed from {self.score!r} to {score!r} after "
+                f"fit; call fit again (fit scores the calibration rows)."
+            )
+        if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 < alpha < 1:
+            raise ValueError(
+                f"alpha must be a float in (0, 1), the miscoverage of the sets "
+                f"(0.1: 90% coverage), got {alpha!r}."
+            )
+        n_classes = proba.shape[1]
+        ratio = prior_ratio(mode, test_prior, None, self.y, self.weights, n_classes)
+        thresholds = set_thresholds(
+            self.scores, self.y, n_classes, alpha, mode, self.weights, ratio, delta
+        )
+        return sets_below(proba, thresholds, self.score)
