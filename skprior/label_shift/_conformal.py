@@ -52,7 +52,7 @@ _LEVEL_SLACK = 1e-12
 
 @validate_params(
     {
-        **constraints(proba_cal="array", y_cal="array", proba_test="array"),
+        **constraints(proba_cal="array", y="array", proba_test="array"),
         **SET_CONSTRAINTS,
         **constraints(test_prior="optional_prior", train_prior="optional_prior"),
         **constraints(sample_weight="optional_array"),
@@ -62,7 +62,7 @@ _LEVEL_SLACK = 1e-12
 )
 def conformal_prediction_set(
     proba_cal,
-    y_cal,
+    y,
     proba_test,
     *,
     alpha=0.1,
@@ -98,8 +98,9 @@ def conformal_prediction_set(
     proba_cal : array-like of shape (n_calibration, n_classes)
         Posteriors of labelled calibration rows, drawn as the training data
         (before the shift); rows sum to one.
-    y_cal : array-like of shape (n_calibration,)
-        Their true classes, as column indices ``0..n_classes-1``.
+    y : array-like of shape (n_calibration,)
+        The true classes of the calibration rows, as column indices
+        ``0..n_classes-1`` of ``proba_cal``.
     proba_test : array-like of shape (n_samples, n_classes)
         Posteriors of the rows to predict, from the same model (not adapted
         to the test prior: the score must be the calibration rows' one).
@@ -125,7 +126,7 @@ def conformal_prediction_set(
         required), e.g. ``estimate_test_prior(proba_test, train_prior).prior``.
     train_prior : array-like of shape (n_classes,), default=None
         The calibration rows' class prior :math:`q`; None counts it from
-        ``y_cal`` (with ``sample_weight``), which makes the weights sum to
+        ``y`` (with ``sample_weight``), which makes the weights sum to
         ``n``.
     sample_weight : array-like of shape (n_calibration,), default=None
         Frequency weights of the calibration rows (a row of weight 2 counts
@@ -177,11 +178,13 @@ def conformal_prediction_set(
     --------
     >>> import numpy as np
     >>> from skprior import conformal_prediction_set
-    >>> proba_cal = np.array([[0.9, 0.1], [0.7, 0.3], [0.4, 0.6], [0.2, 0.8]] * 5)
-    >>> y_cal = np.array([0, 0, 1, 1] * 5)
-    >>> proba_test = np.array([[0.8, 0.2], [0.5, 0.5]])
-    >>> conformal_prediction_set(proba_cal, y_cal, proba_test, alpha=0.2, mode="split")
+    >>> p1 = np.repeat([0.1, 0.3, 0.5, 0.7, 0.9], 10)
+    >>> proba_cal = np.column_stack([1 - p1, p1])
+    >>> y = (np.tile(np.arange(10), 5) < 10 * p1).astype(int)  # calibrated
+    >>> proba_test = np.array([[0.9, 0.1], [0.6, 0.4], [0.4, 0.6]])
+    >>> conformal_prediction_set(proba_cal, y, proba_test, test_prior=[0.8, 0.2])
     array([[ True, False],
+           [ True,  True],
            [ True,  True]])
     """
     proba_cal = check_proba(proba_cal, name="proba_cal")
@@ -194,7 +197,7 @@ def conformal_prediction_set(
             f"proba_test has {proba_test.shape[1]} columns but proba_cal has "
             f"{n_classes}; both must be posteriors of the same classes."
         )
-    y = check_class_indices(y_cal, n_cal, n_classes, name="proba_cal")
+    y = check_class_indices(y, n_cal, n_classes, name="proba_cal")
     weights = check_sample_weight(sample_weight, n_cal)
     ratio = prior_ratio(mode, test_prior, train_prior, y, weights, n_classes)
     rng = check_random_state(random_state) if score == "aps_randomized" else None
