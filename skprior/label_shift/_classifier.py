@@ -362,6 +362,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         if getattr(self, "_n_iter", None) is None:
             if getattr(self, "_fit_proba", None) is None:
                 raise AttributeError("n_iter_ is set by fit")
+            if self._fit_proba.shape[1] < 2:  # (one class: its prior is 1)
+                return 1
             with warnings.catch_warnings():
                 # (a diagnostic on the fit data, not an adaptation: the warning
                 # of a degenerate estimate is for the batches)

@@ -492,3 +492,14 @@ def test_predict_set_on_a_multilabel_fit_is_refused():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="label_estimators_"):
             wrapper.predict_set(X)
+
+
+def test_a_one_class_model_fits_and_reads_n_iter():
+    """fit no longer runs EM, which refused one column: the prior of a single
+    class is 1 (no pass), and each set is that class."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X = np.random.default_rng(0).random((10, 3))
+    wrapper = PriorAdaptedClassifier(DecisionTreeClassifier()).fit(X, np.zeros(10, int))
+    assert wrapper.n_iter_ == 1
+    np.testing.assert_array_equal(wrapper.predict_set(X), np.ones((10, 1), bool))
