@@ -15,16 +15,19 @@ Protocol (issue 27):
   draws at the pool's own class frequencies instead.
 * Sets at ``--alpha`` (0.1), LAC score, from the same calibration rows:
   ``split`` (plain split conformal, skprior), ``MAPIE split`` (MAPIE's
-  ``SplitConformalClassifier``, LAC, prefit, on the same rows), ``weighted``
+  ``SplitConformalClassifier``, LAC, prefit, on the same rows), ``split,
+  delta`` (split conformal at the training-conditional level), ``weighted``
   (Podkopaev and Ramdas: the prior ratio with the batch's EM estimate, the
-  default of ``conformal_prediction_set``), ``weighted, oracle`` (the ratio
+  default of ``conformal_prediction_set``, ``delta=0.15``), ``weighted,
+  marginal`` (the same with ``delta=None``), ``weighted, oracle`` (the ratio
   of the batch's true class frequencies, for reference) and ``class`` (the
   class-conditional sets). ``--score aps`` for the APS score.
 * Reported per output and method: the per-batch coverage (mean, 10th
   percentile, worst) and the mean set size, with its ratio to plain split
   conformal's. The targets: 10th percentile >= 0.875, mean in 0.885-0.93,
   size <= 1.25x split's (``weighted``); without shift, sets that match split
-  conformal's (the share of rows with the same set is printed).
+  conformal's at the same ``delta`` (the share of rows with the same set is
+  printed).
 
 Run (a few minutes): ``python benchmarks/bench_prediction_sets.py``; the full
 run of the documented figures: ``--splits 10 --batches 50`` (500 batches per
@@ -49,12 +52,17 @@ from skprior import (
 METHODS = (
     "split",
     "MAPIE split",
+    "split, delta",
     "weighted",
     "weighted, marginal",
     "weighted, oracle",
     "class",
     "class, marginal",
 )
+
+
+# (weighted, split) pairs whose sets are compared row by row (no shift: equal)
+PAIRS = (("weighted", "split, delta"), ("weighted, marginal", "split"))
 
 
 def calibrated_halves(proba, labels, rng):
@@ -95,7 +103,7 @@ def run_split(proba, labels, args, rng):
     by_class = [np.flatnonzero(y_pool == k) for k in range(n_classes)]
     q_cal = np.bincount(y_cal, minlength=n_classes) / len(y_cal)
     out = {method: [] for method in METHODS}
-    same = {"weighted": [], "weighted, marginal": []}
+    same = {pair: [] for pair in PAIRS}
     for _ in range(args.batches):
         if args.no_shift:
             prior = np.array([len(rows) for rows in by_class]) / len(y_pool)
@@ -112,6 +120,9 @@ def run_split(proba, labels, args, rng):
             sets = {
                 "split": conformal_prediction_set(
                     p_cal, y_cal, batch, mode="split", **marginal
+                ),
+                "split, delta": conformal_prediction_set(
+                    p_cal, y_cal, batch, mode="split", **common
                 ),
                 "weighted": conformal_prediction_set(
                     p_cal, y_cal, batch, test_prior=estimate, **common
@@ -133,8 +144,9 @@ def run_split(proba, labels, args, rng):
                 sets["MAPIE split"] = mapie_sets(p_cal, y_cal, batch, args.alpha)
         for method, s in sets.items():
             out[method].append((s[np.arange(args.n), y].mean(), s.sum(axis=1).mean()))
-        for method in ("weighted", "weighted, marginal"):
-            same[method].append(np.all(sets[method] == sets["split"], axis=1).mean())
+        for method, plain in PAIRS:
+            agree = np.all(sets[method] == sets[plain], axis=1).mean()
+            same[method, plain].append(agree)
     return out, same
 
 
@@ -155,8 +167,8 @@ def report(name, results, same, args):
             f"{size.mean():7.3f} {size.mean() / split_size:8.3f}"
         )
     if args.no_shift:
-        for method, shares in same.items():
-            print(f"  rows whose {method} set equals split's: {np.mean(shares):.4f}")
+        for (method, plain), shares in same.items():
+            print(f"  rows whose {method!r} set is {plain!r}'s: {np.mean(shares):.4f}")
 
 
 def main():
@@ -177,7 +189,7 @@ def main():
         rng = np.random.default_rng(args.seed)
         proba, labels = load_model_outputs(name)
         results = {method: [] for method in METHODS}
-        same = {"weighted": [], "weighted, marginal": []}
+        same = {pair: [] for pair in PAIRS}
         for _ in range(args.splits):
             out, agree = run_split(proba, labels, args, rng)
             for method in METHODS:
