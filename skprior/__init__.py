@@ -28,6 +28,7 @@ _PUBLIC = {
     "alternating_normalization": "skprior.can",
     "effective_train_prior": "skprior.label_shift",
     "bbse_test_prior": "skprior.label_shift",
+    "conformal_prediction_set": "skprior.label_shift",
     "estimate_source_prior": "skprior.label_shift",
     "estimate_test_prior": "skprior.label_shift",
     "fit_bias_corrected_temperature": "skprior.calibration",

@@ -502,6 +502,57 @@ _add(
 )
 
 _add(
+    "conformal_prediction_set",
+    "proba_cal",
+    BAD_PROBA,
+    lambda v: skprior.conformal_prediction_set(v, Y, P, mode="split"),
+)
+_add(
+    "conformal_prediction_set",
+    "y",
+    BAD_INDICES,
+    lambda v: skprior.conformal_prediction_set(P, v, P, mode="split"),
+)
+_add(
+    "conformal_prediction_set",
+    "proba_test",
+    [*BAD_PROBA, ("other classes", np.full((6, 2), 0.5))],
+    lambda v: skprior.conformal_prediction_set(P, Y, v, mode="split"),
+)
+_add(
+    "conformal_prediction_set",
+    "test_prior",
+    [*BAD_PRIOR, ("None", None)],
+    lambda v: skprior.conformal_prediction_set(P, Y, P, test_prior=v),
+)
+_add(
+    "conformal_prediction_set",
+    "train_prior",
+    BAD_TRAIN_PRIOR,
+    lambda v: skprior.conformal_prediction_set(P, Y, P, test_prior=Q, train_prior=v),
+)
+_add(
+    "conformal_prediction_set",
+    "sample_weight",
+    BAD_WEIGHTS,
+    lambda v: skprior.conformal_prediction_set(P, Y, P, mode="split", sample_weight=v),
+)
+for _argument, _bad in (
+    ("alpha", [("zero", 0.0), ("one", 1.0), ("NaN", np.nan), ("string", "x")]),
+    ("delta", [("zero", 0.0), ("above 1", 1.5), ("string", "x")]),
+    ("score", BAD_OPTION),
+    ("mode", BAD_OPTION),
+):
+    _add(
+        "conformal_prediction_set",
+        _argument,
+        _bad,
+        lambda v, argument=_argument: skprior.conformal_prediction_set(
+            P, Y, P, test_prior=Q, **{argument: v}
+        ),
+    )
+
+_add(
     "estimate_source_prior",
     "proba",
     BAD_PROBA,
@@ -815,7 +866,12 @@ for _est, _make in ESTIMATORS.items():
             BAD_TRAIN_PRIOR,
             lambda v, m=_make: m(train_prior=v).fit(X, Y),
         )
-for _method in ("estimate_prior", "update_prior", "predict_proba_online"):
+for _method in (
+    "estimate_prior",
+    "update_prior",
+    "predict_proba_online",
+    "predict_set",
+):
     _add(
         f"PriorAdaptedClassifier.{_method}",
         "X",
@@ -824,6 +880,23 @@ for _method in ("estimate_prior", "update_prior", "predict_proba_online"):
             v
         ),
         names=r"\bX\b",
+    )
+_add(
+    "PriorAdaptedClassifier.predict_set",
+    "alpha",
+    [("zero", 0.0), ("one", 1.0), ("NaN", np.nan), ("string", "x"), ("bool", True)],
+    lambda v: PriorAdaptedClassifier(_MODEL).fit(X, Y).predict_set(X, alpha=v),
+)
+for _param, _bad in (
+    ("set_score", [*BAD_OPTION, ("randomized", "aps_randomized")]),
+    ("set_mode", BAD_OPTION),
+    ("set_delta", [("zero", 0.0), ("above 1", 1.5), ("string", "x")]),
+):
+    _add(
+        "PriorAdaptedClassifier.fit",
+        _param,
+        _bad,
+        lambda v, param=_param: PriorAdaptedClassifier(_MODEL, **{param: v}).fit(X, Y),
     )
 _add(
     "PriorAdaptedClassifier(method='known').fit",

@@ -45,6 +45,7 @@ from skprior import (
     adjust_to_prior,
     alternating_normalization,
     bbse_test_prior,
+    conformal_prediction_set,
     effective_train_prior,
     estimate_source_prior,
     estimate_test_prior,
@@ -186,6 +187,24 @@ VALUE_CASES = {
     ),
     "bbse_test_prior-clip": (
         lambda a: bbse_test_prior(a.f(SHIFTED), a.f(CONFUSION), projection="clip"),
+        EXACT,
+    ),
+    "conformal_prediction_set": (
+        lambda a: conformal_prediction_set(
+            a.f(PROBA), a.i(Y), a.f(SHIFTED), test_prior=a.f(TEST)
+        ),
+        EXACT,
+    ),
+    "conformal_prediction_set-aps_randomized-class": (
+        lambda a: conformal_prediction_set(
+            a.f(PROBA),
+            a.i(Y),
+            a.f(SHIFTED),
+            score="aps_randomized",
+            mode="class",
+            sample_weight=a.f(WEIGHTS),
+            random_state=0,
+        ),
         EXACT,
     ),
     "effective_train_prior": (
@@ -578,6 +597,20 @@ ERROR_CASES = {
         lambda a: rlls_test_prior(a.f(_NAN), a.f(CONFUSION)),
         ValueError,
         "NaN or infinite",
+    ),
+    "conformal_prediction_set-labels_out_of_range": (
+        lambda a: conformal_prediction_set(
+            a.f(PROBA), a.i(_OUT_OF_RANGE), a.f(SHIFTED), mode="split"
+        ),
+        ValueError,
+        "outside 0..4",
+    ),
+    "conformal_prediction_set-columns": (
+        lambda a: conformal_prediction_set(
+            a.f(PROBA), a.i(Y), a.f(softmax(LOGITS[:, :4], axis=1)), mode="split"
+        ),
+        ValueError,
+        "proba_test has 4 columns but proba_cal has 5",
     ),
     "joint_confusion_matrix-labels_out_of_range": (
         lambda a: joint_confusion_matrix(a.f(PROBA), a.i(_OUT_OF_RANGE)),

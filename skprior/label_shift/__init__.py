@@ -1,11 +1,13 @@
 """Label shift: estimate a batch's class prior and adapt the posteriors to it.
 
 Array functions (Bayes' rule, EM / SQUAREM / PGA / MAP estimates, BBSE, RLLS,
-the test of no shift, the prior a resampled model saw), the on-line trackers
+the test of no shift, the prior a resampled model saw, prediction sets
+that stay valid under label shift), the on-line trackers
 of a drifting prior, and the estimator :class:`PriorAdaptedClassifier`.
 """
 
 from skprior.label_shift._classifier import PriorAdaptedClassifier
+from skprior.label_shift._conformal import conformal_prediction_set
 from skprior.label_shift._confusion import (
     bbse_test_prior,
     joint_confusion_matrix,
@@ -30,6 +32,7 @@ __all__ = [
     "ShiftTest",
     "adjust_to_prior",
     "bbse_test_prior",
+    "conformal_prediction_set",
     "effective_train_prior",
     "estimate_source_prior",
     "estimate_test_prior",

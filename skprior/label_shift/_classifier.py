@@ -26,9 +26,15 @@ from skprior._utils._options import (
     DEFAULT_TOL,
     SOURCE_PRIORS,
 )
+from skprior._utils._sklearn_compat import StrOptions
 from skprior._utils._validation import check_prior, check_train_prior, warn_user
 from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
+from skprior.label_shift._conformal import (
+    DEFAULT_SET_DELTA,
+    SET_CONSTRAINTS,
+    SetCalibration,
+)
 from skprior.label_shift._confusion import joint_confusion_matrix
 from skprior.label_shift._online import StreamState, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
@@ -109,6 +115,11 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         ``fit`` data, and a batch where the test does not reject at this level
         keeps the training prior (its posteriors are returned as they are).
         ``None`` adapts every batch, as without the test.
+    set_score, set_mode, set_delta : default="lac", "weighted", 0.15
+        The ``score`` ({"lac", "aps"}: scored on the ``fit`` data by ``fit``),
+        ``mode`` and ``delta`` of :meth:`predict_set`, as in
+        :func:`conformal_prediction_set`; ``"weighted"`` weighs by the prior
+        of the batch (:meth:`estimate_prior`) over that of the ``fit`` labels.
 
     Attributes
     ----------
@@ -125,7 +136,8 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         Passes over the ``fit`` data (E-step evaluations) of the estimate of
         the prior on the ``fit`` data itself (``"mle"``, ``"map"``), a
         diagnostic: with calibrated posteriors it lands near ``train_prior_``.
-        1 for ``"bbse"``, ``"rlls"`` and ``"known"``.
+        1 for ``"bbse"``, ``"rlls"`` and ``"known"``. Computed when first
+        read, not by ``fit`` (which does not need that EM).
     online_prior_ : ndarray of shape (n_classes,)
         The on-line estimate from the batches given to :meth:`update_prior`
         since ``fit`` or :meth:`reset_prior`, up to and including the last
@@ -160,6 +172,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
     bbse_test_prior : BBSE, on arrays.
     rlls_test_prior : RLLS, on arrays.
     label_shift_test : The test of no shift run before adapting.
+    conformal_prediction_set : The sets of :meth:`predict_set`, on arrays.
 
     Notes
     -----
@@ -239,6 +252,10 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         **constraints(online="online", online_budget="stream_budget"),
         **constraints(online_learning_rate="learning_rate"),
         **constraints(shift_level="optional_shift_level"),
+        # (the deterministic scores: a wrapper's sets are a function of X)
+        "set_score": [StrOptions({"lac", "aps"})],
+        "set_mode": SET_CONSTRAINTS["mode"],
+        "set_delta": SET_CONSTRAINTS["delta"],
     }
 
     def __init__(
@@ -258,6 +275,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         online_budget=DEFAULT_STREAM_BUDGET,
         online_learning_rate=DEFAULT_FLH_LEARNING_RATE,
         shift_level=DEFAULT_SHIFT_LEVEL,
+        set_score="lac",
+        set_mode="weighted",
+        set_delta=DEFAULT_SET_DELTA,
     ):
         self.estimator = estimator
         self.method = method
@@ -273,6 +293,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         self.online_budget = online_budget
         self.online_learning_rate = online_learning_rate
         self.shift_level = shift_level
+        self.set_score = set_score
+        self.set_mode = set_mode
+        self.set_delta = set_delta
 
     def _is_transductive(self):
         return self.method != "known"
@@ -287,14 +310,9 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         for name in ("test_prior_", "confusion_"):
             if hasattr(self, name):
                 delattr(self, name)
-        # (with a model given fitted, X is not used to fit it: its
-        # probabilities are computed anyway, so that a bad X is refused here)
-        needs_proba = (
-            self.method != "known"
-            or (self.train_prior is None and self.source_prior == "mean_posterior")
-            or self.estimator_ is self._get_estimator()
-        )
-        proba = self._inner_proba(X) if needs_proba else None
+        # (every method needs the posteriors of X: the calibration scores of
+        # predict_set)
+        proba = self._inner_proba(X)
         if self.train_prior is None and self.source_prior == "mean_posterior":
             self.train_prior_ = on_host(
                 estimate_source_prior(
@@ -309,7 +327,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 f"{self.method!r} estimates the test prior from each batch and "
                 f"ignores it. Pass method='known' to use the given prior."
             )
-        self.n_iter_ = 1
+        self._n_iter, self._fit_proba = 1, None
         if self.method == "known":
             if self.test_prior is None:
                 raise ValueError(
@@ -324,13 +342,12 @@ class PriorAdaptedClassifier(BasePriorClassifier):
                 joint_confusion_matrix(proba, y_index, sample_weight=sample_weight)
             )
         else:
-            with warnings.catch_warnings():
-                # (a diagnostic on the fit data, not an adaptation: the warning
-                # of a degenerate estimate is for the batches)
-                warnings.filterwarnings(
-                    "ignore", "The (MLE|MAP) test prior", category=UserWarning
-                )
-                self.n_iter_ = self._estimate(proba).n_passes
+            # n_iter_ runs its EM when read. (The same array as the gate's
+            # below: no memory of its own, and stored once in a pickle.)
+            self._n_iter, self._fit_proba = None, proba
+        self._set_calibration = SetCalibration(
+            proba, y_index, self.set_score, sample_weight
+        )
         self._no_shift = None
         if self.method != "known":
             # The batches are compared with these posteriors: the model's own,
@@ -338,6 +355,23 @@ class PriorAdaptedClassifier(BasePriorClassifier):
             weights = check_sample_weight(sample_weight, proba.shape[0])
             self._no_shift = ShiftGate(proba, weights)
         self.reset_prior()
+
+    @property
+    def n_iter_(self):
+        """Passes of the estimate of the prior on the ``fit`` data (see class)."""
+        if getattr(self, "_n_iter", None) is None:
+            if getattr(self, "_fit_proba", None) is None:
+                raise AttributeError("n_iter_ is set by fit")
+            if self._fit_proba.shape[1] < 2:  # (one class: its prior is 1)
+                return 1
+            with warnings.catch_warnings():
+                # (a diagnostic on the fit data, not an adaptation: the warning
+                # of a degenerate estimate is for the batches)
+                warnings.filterwarnings(
+                    "ignore", "The (MLE|MAP) test prior", category=UserWarning
+                )
+                self._n_iter = self._estimate(self._fit_proba).n_passes
+        return self._n_iter
 
     def _check_unchanged(self, stream=False):
         """Refuse parameters changed by ``set_params`` since the state was built.
@@ -446,6 +480,39 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _adjust_proba(self, proba):
         return reweight(proba, self.train_prior_, self._prior_of(proba))
+
+    def predict_set(self, X, alpha=0.1):
+        """Prediction sets for the batch ``X``, valid under label shift.
+
+        Split-conformal sets (:func:`conformal_prediction_set`) with the
+        ``fit`` data as the labelled calibration rows and the inner model's
+        posteriors as the score (``set_score``), weighted as ``set_mode``
+        says: by default by the ratio of the batch's prior, estimated from
+        ``X`` as :meth:`estimate_prior` does (the training prior where the
+        test of ``shift_level`` finds no shift), to the prior of the ``fit``
+        labels (Podkopaev and Ramdas, 2021).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            An unlabelled batch, large enough to estimate its prior.
+        alpha : float in (0, 1), default=0.1
+            The miscoverage: the sets hold the true class with probability at
+            least ``1 - alpha`` under the batch's class prior.
+
+        Returns
+        -------
+        sets : array of bool of shape (n_samples, n_classes)
+            ``sets[i, k]``: whether ``classes_[k]`` is in the set of row
+            ``i``; in the namespace and on the device of the inner model's
+            posteriors.
+        """
+        check_is_fitted(self)
+        proba = self._inner_proba(X)
+        prior = self._prior_of(proba) if self.set_mode == "weighted" else None
+        return self._set_calibration.sets(
+            proba, alpha, self.set_score, self.set_mode, self.set_delta, prior
+        )
 
     # -- on-line ---------------------------------------------------------------------
 
