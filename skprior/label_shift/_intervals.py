@@ -25,7 +25,7 @@ Three readings of the right-hand side:
 - ``target="prior"`` (the generating prior :math:`\pi`): the rows are
   i.i.d. from the mixture; the score's variance is the information itself, and
   :math:`\mathrm{Cov}\,\hat\pi = M_T^{-1} (M - \bar g \bar g^\top) M_T^{-1}/n`
-  (the Fisher interval; Saerens et al., 2002, section 2.3). It also carries
+  (the Fisher interval, the inverse observed information at the MLE). It carries
   the multinomial noise of the labels, which the batch's own proportions do
   not have: for them it is too wide.
 - ``target="batch"`` without a labelled calibration set: conditional on the
@@ -39,33 +39,46 @@ Three readings of the right-hand side:
   posteriors are calibrated, and the misfit of a real model, a bias that does
   not shrink with ``n``, makes it under-cover as ``n`` grows.
 - ``target="batch"`` with ``calibration=(proba_cal, y_cal)``, labelled
-  held-out posteriors of the same model (the default answer when the user has
-  them, and the honest one): under label shift the class-conditional
-  distributions :math:`p(x|j)` are the calibration set's, so the class means
-  :math:`\mu_j` and within-class covariances :math:`W_j` of :math:`g` on it,
-  at :math:`\hat\pi`, give the mean score at the target,
-  :math:`e = \sum_j \hat y_j \mu_j - 1`, zero for calibrated posteriors and
-  otherwise the miscalibration's bias :math:`b = M_T^{-1}(e + (a-1)/(n\hat\pi))`,
-  estimated with :math:`\hat\pi` for :math:`\hat y`. The interval is centred
-  on :math:`\hat\pi - \hat b`, with the variance of the batch's own noise and
-  of the bias estimate, whose calibration class ``j`` has :math:`n_j` rows:
+  held-out posteriors of the same model (the honest answer when the user has
+  them): under label shift the class-conditional distributions
+  :math:`p(x|j)` are the calibration set's, so the class means
+  :math:`\mu_j` and within-class covariances :math:`W_j` of :math:`g` (at
+  :math:`\hat\pi`) on it describe the batch's rows of class ``j``. Given the
+  labels, the batch's mean gradient is then, exactly and for any model,
+  calibrated or not, linear in the proportions:
 
-  .. math:: \mathrm{Cov} = M_T^{-1} \Bigl(\sum_j \hat\pi_j \Bigl(\frac1n +
-     \frac{\hat\pi_j}{n_j}\Bigr) W_j\Bigr) M_T^{-1}.
+  .. math:: \bar g = \frac1n\sum_i g_i = \sum_j \hat y_j \mu_j + \varepsilon,
+     \qquad \mathrm{Cov}\,\varepsilon \approx \sum_j \hat\pi_j
+     \Bigl(\frac1n + \frac{\hat\pi_j}{n_j}\Bigr) W_j
 
-  This is the decomposition of a prevalence estimator's error into the
-  sampling error of the batch and the error of the quantities estimated on
-  labelled data, as Vaz et al. (2019) derive for ratio estimators and Lipton
-  et al. (2018) bound for BBSE; it needs no assumption of calibration, only
-  of label shift, at the cost of one pass over the calibration set.
+  (the batch's noise, and that of the class means measured on :math:`n_j`
+  calibration rows). The interval's centre solves
+  :math:`\sum_j c_j \mu_j = \bar g` on the simplex (``K - 1`` free
+  coordinates, as :math:`\hat\pi^\top \bar g = 1 = \hat\pi^\top \mu^\top
+  \hat\pi` makes one equation redundant), and its covariance is that of
+  :math:`\varepsilon` carried through the same solve. For a calibrated model
+  :math:`\mu \approx M` and the centre is :math:`\hat\pi` (and for MAP, the
+  estimate without the Dirichlet term's pull); otherwise the centre moves by
+  the bias that the misfit causes at this prior. It is BBSE's moment equation
+  (Lipton et al., 2018) with the confusion matrix replaced by the class means
+  of the EM gradients at the estimate, and its error the sum of the batch's
+  sampling error and that of quantities measured on labelled data, as Vaz et
+  al. (2019) derive for ratio estimators. It assumes label shift, not
+  calibration, at the cost of one pass over the calibration set. When that
+  set is the one the calibration map was fitted to, its misfit is measured
+  in sample (slightly optimistic).
 
 The interval is :math:`c_k \pm z_{1-\alpha/2}\,\mathrm{se}_k` clipped to
-``[0, 1]``. A class estimated at the boundary (below half a row,
-:math:`\hat\pi_k < 1/(2n)`) gets a one-sided Wald bound:
-``[0, max(c_k, 0) + z_{1-alpha} se_k]`` (the estimate of a proportion at 0
-cannot be wrong from below, so the whole :math:`\alpha` goes to the upper side;
-the variance is that of the unconstrained linearisation, the class kept in the
-tangent space).
+``[0, 1]``, over the active classes. A class the MLE puts at the boundary
+(below half a row, :math:`\hat\pi_k < 1/(2n)`; the expansion does not hold
+there, the KKT conditions allowing :math:`\bar g_k < 1`) is held at 0 in the
+expansion and gets a one-sided profile-likelihood bound ``[0, high]``: the
+mass ``t`` moved into it, the other classes re-fitted, lowers the
+log-likelihood by :math:`n(s t + v t^2/2)` to second order (``s`` the KKT
+slope, ``v`` the profile's curvature), and ``high`` is where that drop
+reaches :math:`z_{1-\alpha}^2/2` (all of :math:`\alpha` above: a proportion
+cannot be below 0). It is a bound for the generating prior, used for the
+batch too.
 
 The bootstrap redraws the same target: for ``"prior"``, rows of the batch
 with replacement, each resample re-estimated by the same solver, and the
@@ -202,14 +215,18 @@ def check_calibration(calibration, n_classes):
     return proba_cal, y, counts
 
 
-def _tangent_inverse(matrix):
-    """``B (B^T matrix B)^+ B^T`` for an orthonormal basis ``B`` of sum-zero."""
-    n_classes = matrix.shape[0]
-    if n_classes < 2:  # (one class holds everything: no direction to move in)
-        return np.zeros_like(matrix)
+def _tangent_basis(n_classes):
+    """An orthonormal basis of ``{u : sum(u) = 0}`` (``n_classes x n_classes - 1``)."""
     # (the QR of [1 | I] gives 1/sqrt(K) and an orthonormal complement)
     q, _ = np.linalg.qr(np.column_stack([np.ones(n_classes), np.eye(n_classes)]))
-    basis = q[:, 1:n_classes]
+    return q[:, 1:n_classes]
+
+
+def _tangent_inverse(matrix):
+    """``B (B^T matrix B)^+ B^T`` for an orthonormal basis ``B`` of sum-zero."""
+    basis = _tangent_basis(matrix.shape[0])
+    if basis.shape[1] == 0:  # (one class holds everything: nowhere to move)
+        return np.zeros_like(matrix)
     return basis @ np.linalg.pinv(basis.T @ matrix @ basis, hermitian=True) @ basis.T
 
 
@@ -261,6 +278,10 @@ def delta_interval(fit, level, target, calibration):
     positive = np.maximum(prior, 1e-300)
     curvature = info + np.diag(shrink / positive**2) / n_samples
     score = shrink / positive / n_samples  # MAP's known pull towards its mode
+    # The classes at the boundary stay at 0: the expansion is over the others.
+    active = prior >= 0.5 / n_samples
+    index = np.flatnonzero(active)
+    block = np.ix_(index, index)
     if target == "prior":
         spread = (info - np.outer(mean_gradient, mean_gradient)) / n_samples
         score = score + mean_gradient - 1.0
@@ -268,18 +289,23 @@ def delta_interval(fit, level, target, calibration):
         spread = (info - info @ (prior[:, None] * info)) / n_samples
     else:
         class_means = moments[2] / counts[:, None]  # mu_j, one row per class
-        score = score + prior @ class_means - 1.0
         between = class_means.T @ (
             (prior * (1.0 / n_samples + prior / counts))[:, None] * class_means
         )
         spread = moments[3] - between
-    # The classes at the boundary stay at 0: the expansion is over the others.
-    active = prior >= 0.5 / n_samples
-    index = np.flatnonzero(active)
-    inverse = _tangent_inverse(curvature[np.ix_(index, index)])
     centre = prior.copy()
-    centre[index] -= inverse @ score[index]
-    covariance = inverse @ spread[np.ix_(index, index)] @ inverse
+    if calibration is None or target == "prior":
+        solve = _tangent_inverse(curvature[block])
+        centre[index] -= solve @ score[index]
+    else:
+        # The batch's mean gradient is, given its labels, sum_j y_j mu_j plus
+        # noise: linear in y. Solved on the tangent of the active classes.
+        equations = class_means.T[block]
+        basis = _tangent_basis(len(index))
+        solve = basis @ np.linalg.pinv(equations @ basis)
+        residual = mean_gradient[index] - equations @ prior[index]
+        centre[index] += solve @ residual
+    covariance = solve @ spread[block] @ solve.T
     half_width = np.zeros(n_classes)
     two_sided, one_sided = z_values(level)
     half_width[index] = two_sided * np.sqrt(np.maximum(np.diag(covariance), 0.0))

@@ -120,9 +120,13 @@ class PriorEstimate:
         drawn from (the Fisher interval; wider: it adds the labels'
         multinomial noise).
 
-        A class estimated at the boundary (below half a row, ``prior_k <
-        1/(2n)``) gets a one-sided bound ``[0, high]``, ``high`` the
-        one-sided Wald bound at ``level`` (all of ``1 - level`` above).
+        A class the MLE puts at the boundary (below half a row, ``prior_k <
+        1/(2n)``) gets a one-sided bound ``[0, high]``: the profile
+        likelihood's bound at ``level`` (to second order; all of
+        ``1 - level`` above). The delta method's centre and width are first
+        order: for MAP, whose Dirichlet term pulls the estimate towards
+        uniform, the centre is corrected for that pull, well while it is
+        small against the interval (the default ``dirichlet_alpha=2``).
 
         Parameters
         ----------

@@ -61,19 +61,25 @@ def _naive_interval(proba, q, prior, target, calibration=None, level=0.95):
         spread = transform @ spread @ transform.T / n / n
         score = np.zeros(K - 1)
     else:
+        # The batch's mean gradient given the labels, sum_j y_j mu_j, solved
+        # for y = (theta, 1 - sum(theta)) from the first K - 1 equations.
         proba_cal, y_cal = calibration
         g_cal = np.array([row / q / (row @ (prior / q)) for row in proba_cal])
-        spread, mixed = np.zeros((K, K)), -np.ones(K)
+        spread, means = np.zeros((K, K)), np.zeros((K, K))
         for j in range(K):
             rows = g_cal[y_cal == j]
             weight = prior[j] * (1 / n + prior[j] / len(rows))
             spread += weight * np.cov(rows.T, bias=True)
-            mixed += prior[j] * rows.mean(axis=0)
-        spread = transform @ spread @ transform.T
-        score = transform @ mixed
-    inverse = np.linalg.inv(info)
-    covariance = inverse @ spread @ inverse
-    theta = prior[:-1] - inverse @ score
+            means[j] = rows.mean(axis=0)
+        system = (means[:-1] - means[-1]).T[:-1]  # [k, j] = mu_jk - mu_Kk
+        rhs = g.mean(axis=0)[:-1] - means[-1, :-1]
+        theta = np.linalg.solve(system, rhs)
+        inverse = np.linalg.inv(system)
+        covariance = inverse @ spread[:-1, :-1] @ inverse.T
+    if target == "prior" or calibration is None:
+        inverse = np.linalg.inv(info)
+        covariance = inverse @ spread @ inverse
+        theta = prior[:-1] - inverse @ score
     centre = np.append(theta, 1 - theta.sum())
     full = np.vstack([np.eye(K - 1), -np.ones((1, K - 1))])
     se = np.sqrt(np.diag(full @ covariance @ full.T))
