@@ -61,14 +61,47 @@ def calibrated_halves(name):
     return calibrated[:half], labels[:half], calibrated[half:], labels[half:]
 
 
-def draw_batch(pool_rows, n, rng):
-    """(row indices, class counts) of one Dirichlet(1) shift of n rows."""
-    n_classes = len(pool_rows)
+def draw_counts(n_classes, n, rng):
+    """Class counts of one Dirichlet(1) shift of n rows."""
     prior = rng.dirichlet(np.ones(n_classes))
     counts = np.floor(n * prior).astype(np.int64)
-    counts += rng.multinomial(n - counts.sum(), prior)
+    return counts + rng.multinomial(n - counts.sum(), prior)
+
+
+def draw_batch(pool_rows, n, rng):
+    """(row indices, class counts) of one Dirichlet(1) shift of n rows."""
+    counts = draw_counts(len(pool_rows), n, rng)
     rows = [rng.choice(pool_rows[k], size=c) for k, c in enumerate(counts) if c]
     return np.concatenate(rows), counts
+
+
+class Synthetic:
+    """Gaussian classes (10 in 10-D, means 2 e_k, unit variance) seen through
+    an overconfident, biased "network" (the exact logits / 0.6 plus class
+    biases), calibrated by BCTS on 5,000 rows: every batch is fresh rows from
+    the population, none reused (the CIFAR protocol draws n = 5,000 rows from
+    a pool of 5,000)."""
+
+    name = "synthetic (fresh rows)"
+    means = 2.0 * np.eye(10)
+    bias = np.linspace(-0.5, 0.5, 10)
+
+    def rows(self, counts, rng):
+        y = np.repeat(np.arange(10), counts)
+        x = self.means[y] + rng.normal(size=(len(y), 10))
+        logits = x @ self.means.T / 0.6 + self.bias
+        return logits, y
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        logits, y = self.rows(np.full(10, 500), rng)
+        self.t, self.b = fit_bias_corrected_temperature(logits, y)
+        self.cal, self.y_cal = softmax_temperature(logits, self.t, self.b), y
+
+    def draw(self, n, rng):
+        counts = draw_counts(10, n, rng)
+        logits, _ = self.rows(counts, rng)
+        return softmax_temperature(logits, self.t, self.b), counts
 
 
 def quapy_interval(proba_cal_prior, batch, seed):
@@ -87,19 +120,27 @@ def quapy_interval(proba_cal_prior, batch, seed):
 
 
 def run(name, args, seed):
-    proba_cal, y_cal, pool, y_pool = calibrated_halves(name)
+    if name == "synthetic":
+        source = Synthetic(seed)
+        proba_cal, y_cal, name = source.cal, source.y_cal, source.name
+    else:
+        proba_cal, y_cal, pool, y_pool = calibrated_halves(name)
+        pool_rows = [np.flatnonzero(y_pool == k) for k in range(pool.shape[1])]
     n_classes = proba_cal.shape[1]
     q = np.bincount(y_cal, minlength=n_classes) / len(y_cal)
-    pool_rows = [np.flatnonzero(y_pool == k) for k in range(n_classes)]
     rng = np.random.default_rng(seed)
     rows = []
-    for n in SIZES:
+    for n in args.sizes:
         hits = {kind: [] for kind in (*KINDS, "bootstrap", "quapy", "boundary")}
         widths = {kind: [] for kind in (*KINDS, "bootstrap", "quapy", "paired")}
         times = {"delta": 0.0, "bootstrap": 0.0}
         for shift in range(args.shifts):
-            index, counts = draw_batch(pool_rows, n, rng)
-            batch, truth = pool[index], counts / n
+            if name == Synthetic.name:
+                batch, counts = source.draw(n, rng)
+            else:
+                index, counts = draw_batch(pool_rows, n, rng)
+                batch = pool[index]
+            truth = counts / n
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 estimate = estimate_test_prior(batch, q, solver="squarem")
@@ -159,7 +200,7 @@ def format_row(row):
 
     boundary = f"{pct(row['boundary'])} ({row['boundary_count']:>4})"
     return (
-        f"{row['output']:<27}{row['n']:>6} | {pct(row['fisher'])}"
+        f"{row['output'][:26]:<27}{row['n']:>6} | {pct(row['fisher'])}"
         f"{pct(row['conditional'])}{pct(row['honest'])}{pct(row['bootstrap'])}"
         f"{pct(row['quapy'])} | {boundary:>13} | {row['honest_width']:7.4f}"
         f"{row['width_ratio']:7.2f}{row['speedup']:6.0f}x"
@@ -198,7 +239,10 @@ def main():
     parser.add_argument("--bootstrap-shifts", type=int, default=20)
     parser.add_argument("--quapy-shifts", type=int, default=4)
     parser.add_argument("--all", action="store_true", help="CIFAR-100 outputs too")
-    parser.add_argument("--outputs", nargs="*", default=None)
+    parser.add_argument(
+        "--outputs", nargs="*", default=None, help="names, or 'synthetic'"
+    )
+    parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", default=None, help="write the figure here")
     args = parser.parse_args()
