@@ -42,7 +42,9 @@ intervals = {
     ),
 }
 fig, ax = plt.subplots(figsize=(8, 3.4))
-for offset, (name, (low, high)) in zip((-0.2, 0.0, 0.2), intervals.items()):
+for offset, (name, (low, high)) in zip(
+    (-0.2, 0.0, 0.2), intervals.items(), strict=True
+):
     ax.errorbar(
         np.arange(K) + offset,
         (low + high) / 2 - counts / 5000,
