@@ -333,7 +333,7 @@ def _counts(prior, n_samples):
     return counts
 
 
-def _resample_batch(proba, pools, counts, rng):
+def _resample_batch(pools, counts, rng):
     """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
 
     A pool is ``(row indices, probabilities or None)``; a calibration pool is
@@ -353,42 +353,29 @@ def _resample_batch(proba, pools, counts, rng):
 def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     """``(low, high)`` on the host by the bootstrap (see the module notes)."""
     proba, train, prior = fit.proba, fit.train_prior, fit.prior
-    xp, _ = get_namespace(proba)
     n_samples, n_classes = proba.shape
+    source = proba if calibration is None or target == "prior" else calibration[0]
+    xp, _ = get_namespace(source)
     if target == "batch":
         counts = _counts(prior, n_samples)
         if calibration is not None:
-            source = calibration[0]
             (y_host,) = to_host(xp, calibration[1])
             pools = [(np.flatnonzero(y_host == j), None) for j in range(n_classes)]
-        else:  # (the batch's rows weighted by their responsibilities)
-            source = proba
-            gradients = _row_gradients(proba, train, prior)
-            everything = np.arange(n_samples)
-            pools = []
-            for j in range(n_classes):
-                column = gradients[:, j] * prior[j]
-                total = column.sum()
-                pools.append((everything, column / total if total > 0 else None))
-    index_device = device_of(proba)
+        else:  # (the batch's rows, weighted by their responsibilities)
+            r = _responsibilities(proba, train, prior)
+            totals = np.where(r.sum(axis=0) > 0, r.sum(axis=0), 1.0)
+            pools = [
+                (np.arange(n_samples), r[:, j] / totals[j]) for j in range(n_classes)
+            ]
     draws = np.empty((n_resamples, n_classes))
     for b in range(n_resamples):
         if target == "prior":
             index = rng.integers(n_samples, size=n_samples)
-            data = proba
         else:
-            index = _resample_batch(proba, pools, counts, rng)
-            data = source
-        rows = xp.take(data, from_host(xp, index, index_device), axis=0)
-        draws[b] = solve_prior(
-            rows,
-            train,
-            fit.concentration,
-            prior,
-            fit.solver,
-            fit.max_iter,
-            fit.tol,
-        )[0]
+            index = _resample_batch(pools, counts, rng)
+        rows = xp.take(source, from_host(xp, index, device_of(source)), axis=0)
+        settings = (fit.concentration, prior, fit.solver, fit.max_iter, fit.tol)
+        draws[b] = solve_prior(rows, train, *settings)[0]
     tail = (1 - level) / 2
     if target == "prior":
         low, high = np.quantile(draws, [tail, 1 - tail], axis=0)
@@ -402,15 +389,13 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
-def _row_gradients(proba, train_prior, prior):
-    """The ``n x K`` gradients ``g_i`` on the host (the bootstrap's pools)."""
+def _responsibilities(proba, train_prior, prior):
+    """The E-step ``r_ij = p_ij (pi_j / q_j) / D_i`` on the host (n x K)."""
     xp, _ = get_namespace(proba)
-    dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
-    (rows,) = to_host(xp, xp.astype(proba, dtype))
-    d = rows @ (prior / train_prior)
-    return np.where(
-        d[:, None] > 0, rows / train_prior / np.where(d > 0, d, 1)[:, None], 0
-    )
+    (rows,) = to_host(xp, proba)
+    rows = rows.astype(np.float64) * (prior / train_prior)
+    total = rows.sum(axis=1, keepdims=True)
+    return np.divide(rows, total, out=np.zeros_like(rows), where=total > 0)
 
 
 def confidence_interval(fit, level, method, target, calibration, n_resamples, rng):

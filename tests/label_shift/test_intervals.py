@@ -370,3 +370,27 @@ def test_every_namespace_gives_numpy_values(data, combination, target):
     tol = 1e-9 if dtype == np.float64 else 2e-4
     ns.assert_matches(list(result), list(expected), tol, "interval")
     ns.assert_inputs_unchanged()
+
+
+@pytest.mark.parametrize(
+    "combination",
+    [("torch", "cpu", "float64"), ("array_api_strict", "CPU_DEVICE", "float64")],
+    ids=lambda c: "-".join(c),
+)
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_bootstrap_on_other_namespaces(data, combination, calibrated):
+    proba, _, _, (proba_cal, y_cal) = data
+    ns = Namespace(*combination)
+
+    def run(batch, cal, labels, prior):
+        estimate = estimate_test_prior(batch, prior, tol=1e-10)
+        return estimate.confidence_interval(
+            method="bootstrap",
+            calibration=(cal, labels) if calibrated else None,
+            n_resamples=20,
+            random_state=1,
+        )
+
+    expected = run(proba, proba_cal, y_cal, UNIFORM)
+    result = run(ns.f(proba), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
+    ns.assert_matches(list(result), list(expected), 1e-7, "bootstrap")
