@@ -22,6 +22,12 @@ mean width, for
 * quapy: QuaPy's AggregativeBootstrap(EMQ) percentile intervals (100 test
   resamples), on the first ``--quapy-shifts`` shifts of the first output.
 
+At n = 5,000 a batch repeats rows (the second half holds ~500 rows per
+CIFAR-10 class): the pool's own sampling noise, as large as the calibration
+set's, adds to the error, and no interval from the batch can see it.
+``--outputs synthetic`` draws fresh rows from a population instead
+(``Synthetic``), the case of a deployed model.
+
 "boundary" is the coverage of the classes the MLE puts at the boundary
 (below half a row), counted in the honest column too. Seeded: the same
 command gives the same table. The full run of the user guide is
