@@ -213,27 +213,53 @@ def format_row(row):
     )
 
 
+def read_table(path):
+    """The rows of a table this script printed (saved to ``path``)."""
+    rows = []
+    for line in open(path).read().splitlines()[1:]:
+        name, rest = line[:27].strip(), line[27:].split("|")
+        cover = [float(v.rstrip("%")) / 100 for v in rest[1].split()[:3]]
+        rows.append(
+            {
+                "output": name,
+                "n": int(rest[0]),
+                **dict(zip(KINDS, cover, strict=True)),
+                "honest_width": float(rest[3].split()[0]),
+            }
+        )
+    return rows
+
+
 def plot(rows, path):
-    """Coverage and width against n, one line per interval, per output."""
+    """Coverage and the honest interval's width against n, per output."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (cover, width) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (cover, width) = plt.subplots(1, 2, figsize=(9, 3.6))
     styles = {"fisher": ":", "conditional": "--", "honest": "-"}
-    for name in dict.fromkeys(row["output"] for row in rows):
+    for number, name in enumerate(dict.fromkeys(row["output"] for row in rows)):
         mine = [row for row in rows if row["output"] == name]
-        sizes = [row["n"] for row in mine]
+        sizes, color = [row["n"] for row in mine], f"C{number}"
         for kind, style in styles.items():
-            label = f"{name} {kind}" if kind == "honest" else None
-            cover.plot(sizes, [100 * r[kind] for r in mine], style, label=label)
-            width.plot(sizes, [r[f"{kind}_width"] for r in mine], style)
-    cover.axhline(95, color="grey", lw=0.8)
-    cover.set(xscale="log", xlabel="batch size n", ylabel="coverage (%)")
-    width.set(xscale="log", yscale="log", xlabel="batch size n", ylabel="mean width")
+            values = [100 * row[kind] for row in mine]
+            label = name if kind == "honest" else None
+            cover.plot(sizes, values, style, color=color, marker=".", label=label)
+        honest = [row["honest_width"] for row in mine]
+        width.plot(sizes, honest, "-", color=color, marker=".")
+    cover.axhspan(93, 97, color="grey", alpha=0.15, lw=0)
+    for axis in (cover, width):
+        axis.set_xscale("log")
+        axis.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        axis.minorticks_off()
+        axis.set_xlabel("batch size n")
+    cover.set(ylabel="coverage of nominal 95 % (%)")
+    width.set(yscale="log", ylabel="mean width, honest interval")
     cover.legend(
-        fontsize=6, title="- honest, -- conditional, : Fisher", title_fontsize=6
+        fontsize=7,
+        title="solid: honest, dashed: assuming\ncalibration, dotted: Fisher",
+        title_fontsize=7,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -251,7 +277,13 @@ def main():
     parser.add_argument("--sizes", nargs="*", type=int, default=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", default=None, help="write the figure here")
+    parser.add_argument(
+        "--replot", default=None, help="only draw --plot from a saved table"
+    )
     args = parser.parse_args()
+    if args.replot:
+        plot(read_table(args.replot), args.plot)
+        return
     if args.outputs is None:
         args.outputs = [
             name for name in CIFAR_OUTPUTS if args.all or name.endswith("cifar-10")
