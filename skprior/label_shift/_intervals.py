@@ -115,6 +115,7 @@ from skprior._utils._array_api import (
     weighted_counts,
     work_dtype,
 )
+from skprior._utils._kernels import single_blas_thread
 from skprior._utils._validation import check_proba
 from skprior._utils._validation_labels import check_class_indices
 from skprior.label_shift._solvers import like, solve_prior
@@ -416,7 +417,8 @@ def confidence_interval(fit, level, method, target, calibration, n_resamples, rn
     if calibration is not None:
         calibration = check_calibration(calibration, n_classes)
     if method == "delta":
-        low, high = delta_interval(fit, level, target, calibration)
+        with single_blas_thread():  # (see the solvers: busy cores stall BLAS)
+            low, high = delta_interval(fit, level, target, calibration)
     else:
         if not (isinstance(n_resamples, (int, np.integer)) and n_resamples >= 10):
             raise ValueError(
