@@ -275,10 +275,10 @@ def delta_interval(fit, level, target, calibration):
     moments = to_host(xp, *lazy)  # (one transfer; one compute for Dask)
     info = moments[0] / n_samples
     mean_gradient = moments[1] / n_samples
-    shrink = fit.concentration
-    positive = np.maximum(prior, 1e-300)
-    curvature = info + np.diag(shrink / positive**2) / n_samples
-    score = shrink / positive / n_samples  # MAP's known pull towards its mode
+    curvature, score = info, np.zeros(n_classes)
+    if fit.concentration > 0:  # (MAP, positive everywhere: its known pull)
+        curvature = info + np.diag(fit.concentration / prior**2) / n_samples
+        score = fit.concentration / prior / n_samples
     # The classes at the boundary stay at 0: the expansion is over the others.
     active = prior >= 0.5 / n_samples
     index = np.flatnonzero(active)

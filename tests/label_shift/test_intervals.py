@@ -394,3 +394,15 @@ def test_bootstrap_on_other_namespaces(data, combination, calibrated):
     expected = run(proba, proba_cal, y_cal, UNIFORM)
     result = run(ns.f(proba), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
     ns.assert_matches(list(result), list(expected), 1e-7, "bootstrap")
+
+
+def test_class_at_exactly_zero_gives_a_finite_bound_without_warning():
+    rng = np.random.default_rng(3)
+    proba, truth, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    estimate = estimate_test_prior(proba, UNIFORM, init=[0.5, 0.3, 0.2, 0.0])
+    assert estimate.prior[3] == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low, high = estimate.confidence_interval()
+    assert np.all(np.isfinite(high)) and 0 < high[3] < 0.01
+    assert np.all((low <= truth) & (truth <= high))
