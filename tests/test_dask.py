@@ -470,3 +470,23 @@ def test_labels_and_weights_of_the_wrong_length_get_numpy_messages(logits_data):
             da.from_array(y, chunks=300),
             sample_weight=da.from_array(weights[:-1], chunks=300),
         )
+
+
+def test_prior_interval_one_pass(outputs):
+    """The prior's confidence interval equals NumPy's; its pass over the batch
+    and the calibration set is one compute, after the calibration set's
+    validation (its rows, its labels) and class counts: four in all, one
+    without a calibration set."""
+    proba, labels = outputs
+    train = np.full(10, 0.1)
+    expected = estimate_test_prior(proba[:1000], train)
+    result = estimate_test_prior(_lazy(proba[:1000]), train)
+    calibration = (_lazy(proba[1000:]), da.from_array(labels[1000:], chunks=450))
+    for given, computes in ((None, 1), (calibration, 4)):
+        numpy_given = None if given is None else (proba[1000:], labels[1000:])
+        with ComputeCounter() as counter:
+            low, high = result.confidence_interval(calibration=given)
+        assert counter.count == computes
+        want = expected.confidence_interval(calibration=numpy_given)
+        np.testing.assert_allclose(low.compute(), want[0], atol=1e-9)
+        np.testing.assert_allclose(high.compute(), want[1], atol=1e-9)

@@ -33,6 +33,7 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
+from skprior.label_shift._intervals import Fit, confidence_interval
 from skprior.label_shift._solvers import (
     like,
     mean_posterior,
@@ -82,6 +83,102 @@ class PriorEstimate:
     n_passes: int
     converged: bool
     objective: float
+    # (the batch and the settings, for the interval; not a field: results
+    # compare, print and convert as before)
+    fit: dataclasses.InitVar[Fit | None] = None
+
+    def __post_init__(self, fit):
+        object.__setattr__(self, "_fit", fit)
+
+    def confidence_interval(
+        self,
+        level=0.95,
+        *,
+        method="delta",
+        target="batch",
+        calibration=None,
+        n_resamples=200,
+        random_state=None,
+    ):
+        r"""Per-class confidence intervals for the batch's class proportions.
+
+        The delta method from the observed information of the mixture
+        likelihood at the estimate (one more pass over the batch, and one over
+        ``calibration`` when given: a single ``dask.compute``), or the
+        bootstrap; the derivation is in ``skprior/label_shift/_intervals.py``.
+
+        ``target="batch"`` (the default) covers the batch's own proportions
+        :math:`\hat y_k = rac1n\sum_i [y_i = k]`, what a monitor asks. With
+        ``calibration=(proba_cal, y_cal)``, labelled held-out posteriors of
+        the same model, the interval is honest for a miscalibrated model too:
+        it is centred on the estimate minus the bias that the calibration set
+        shows the model's misfit causes at this prior, and its width carries
+        both the batch's noise and the calibration set's. Without it the
+        interval assumes calibrated posteriors (the sandwich conditional on
+        the labels, from the batch alone), and under-covers as ``n`` grows
+        when they are not. ``target="prior"`` covers the prior the batch was
+        drawn from (the Fisher interval; wider: it adds the labels'
+        multinomial noise).
+
+        A class the MLE puts at the boundary (below half a row, ``prior_k <
+        1/(2n)``) gets a one-sided bound ``[0, high]``: the profile
+        likelihood's bound at ``level`` (to second order; all of
+        ``1 - level`` above). The delta method's centre and width are first
+        order: for MAP, whose Dirichlet term pulls the estimate towards
+        uniform, the centre is corrected for that pull, well while it is
+        small against the interval (the default ``dirichlet_alpha=2``).
+
+        Parameters
+        ----------
+        level : float, default=0.95
+            Nominal coverage of each class's interval, in (0, 1).
+        method : {"delta", "bootstrap"}, default="delta"
+            ``"bootstrap"`` re-estimates ``n_resamples`` synthetic batches
+            (for ``target="prior"``, rows of the batch redrawn; for
+            ``"batch"``, batches with the estimate's class counts drawn from
+            the calibration set's classes, or from the batch's rows weighted
+            by their responsibilities) and takes percentiles: ``n_resamples``
+            times the estimate's cost, for comparison.
+        target : {"batch", "prior"}, default="batch"
+            The batch's own class proportions, or the generating prior.
+        calibration : tuple (proba_cal, y_cal), default=None
+            Held-out posteriors of the same model (calibrated as the batch's
+            are, under the training prior ``train_prior``) and their true
+            classes; every class must occur. Used by ``target="batch"``.
+        n_resamples : int, default=200
+            Resamples of ``method="bootstrap"`` (at least 10).
+        random_state : int, numpy.random.Generator or None, default=None
+            Seed of ``method="bootstrap"``.
+
+        Returns
+        -------
+        low, high : ndarray of shape (n_classes,)
+            The bounds, in ``[0, 1]``; in the namespace, on the device and
+            in the float dtype of ``prior``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skprior import estimate_test_prior
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.choice(3, size=2000, p=[0.6, 0.3, 0.1])
+        >>> logits = 2.5 * np.eye(3)[y] + rng.normal(size=(2000, 3))
+        >>> proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        >>> estimate = estimate_test_prior(proba, [1 / 3, 1 / 3, 1 / 3])
+        >>> low, high = estimate.confidence_interval(0.95)
+        >>> bool(np.all((low <= estimate.prior) & (estimate.prior <= high)))
+        True
+        """
+        if self._fit is None:
+            raise ValueError(
+                "This PriorEstimate was not returned by estimate_test_prior, so it "
+                "holds no batch to compute an interval from. Call "
+                "estimate_test_prior(proba, train_prior).confidence_interval()."
+            )
+        rng = np.random.default_rng(random_state)
+        return confidence_interval(
+            self._fit, level, method, target, calibration, n_resamples, rng
+        )
 
 
 @validate_params(
@@ -299,6 +396,7 @@ def estimate_test_prior(
         n_passes=int(n_passes),
         converged=bool(converged),
         objective=objective,
+        fit=Fit(proba, train, prior, concentration, solver, max_iter, tol),
     )
 
 

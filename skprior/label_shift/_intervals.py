@@ -1,0 +1,431 @@
+r"""Confidence intervals for an estimated test prior (delta method, bootstrap).
+
+The target is the batch's own class proportions :math:`\hat y_k = \frac1n
+\sum_i [y_i = k]` (what a monitor asks: "is class 3 at 12 % in this batch?"),
+or, with ``target="prior"``, the prior the batch was drawn from.
+
+The estimate solves the score equations of the mixture log-likelihood
+:math:`\ell(\pi) = \sum_i \log D_i(\pi)`, :math:`D_i = \sum_k \pi_k a_{ik}`,
+:math:`a_{ik} = p_{ik}/q_k` (Saerens et al., 2002), on the simplex. With
+:math:`g_i = a_i / D_i(\hat\pi)` the per-row gradient, the Hessian is
+:math:`-\sum_i g_i g_i^\top` (``D_i`` is linear in :math:`\pi`): the observed
+information :math:`J = \sum_i g_i g_i^\top` comes from one pass at the estimate,
+and so does everything below. Write :math:`M = J/n`; on the tangent space
+:math:`\{u : \sum_k u_k = 0\}` of the simplex, with an orthonormal basis
+:math:`B`, :math:`M_T^{-1} = B (B^\top M B)^{-1} B^\top` (for MAP, :math:`M`
+gains the curvature :math:`(a-1)\,\mathrm{diag}(1/\hat\pi^2)/n` of the
+Dirichlet term). A first-order expansion of the score equations about the
+target gives
+
+.. math:: \hat\pi - \hat y \approx M_T^{-1}\Bigl(\frac1n\sum_i g_i(\hat y)
+   - 1 + \frac{a-1}{n\,\hat\pi}\Bigr).
+
+Three readings of the right-hand side:
+
+- ``target="prior"`` (the generating prior :math:`\pi`): the rows are
+  i.i.d. from the mixture; the score's variance is the information itself, and
+  :math:`\mathrm{Cov}\,\hat\pi = M_T^{-1} (M - \bar g \bar g^\top) M_T^{-1}/n`
+  (the Fisher interval, the inverse observed information at the MLE). It carries
+  the multinomial noise of the labels, which the batch's own proportions do
+  not have: for them it is too wide.
+- ``target="batch"`` without a labelled calibration set: conditional on the
+  labels, only the within-class spread of :math:`g` is noise. A calibrated
+  model gives it from the batch itself, the responsibilities
+  :math:`r_{ij} = \hat\pi_j g_{ij}` standing for the labels: the class means of
+  :math:`g` are the rows of :math:`M` and the within-class covariance is
+  :math:`W = M - M\,\mathrm{diag}(\hat\pi)\,M` (the total minus the
+  between-class part), so :math:`\mathrm{Cov} = M_T^{-1} W M_T^{-1}/n`. This
+  is the sandwich interval conditional on the labels: it assumes the
+  posteriors are calibrated, and the misfit of a real model, a bias that does
+  not shrink with ``n``, makes it under-cover as ``n`` grows.
+- ``target="batch"`` with ``calibration=(proba_cal, y_cal)``, labelled
+  held-out posteriors of the same model (the honest answer when the user has
+  them): under label shift the class-conditional distributions
+  :math:`p(x|j)` are the calibration set's, so the class means
+  :math:`\mu_j` and within-class covariances :math:`W_j` of :math:`g` (at
+  :math:`\hat\pi`) on it describe the batch's rows of class ``j``. Given the
+  labels, the batch's mean gradient is then, exactly and for any model,
+  calibrated or not, linear in the proportions:
+
+  .. math:: \bar g = \frac1n\sum_i g_i = \sum_j \hat y_j \mu_j + \varepsilon,
+     \qquad \mathrm{Cov}\,\varepsilon \approx \sum_j \hat\pi_j
+     \Bigl(\frac1n + \frac{\hat\pi_j}{n_j}\Bigr) W_j
+
+  (the batch's noise, and that of the class means measured on :math:`n_j`
+  calibration rows). The interval's centre solves
+  :math:`\sum_j c_j \mu_j = \bar g` on the simplex (``K - 1`` free
+  coordinates, as :math:`\hat\pi^\top \bar g = 1 = \hat\pi^\top \mu^\top
+  \hat\pi` makes one equation redundant), and its covariance is that of
+  :math:`\varepsilon` carried through the same solve. For a calibrated model
+  :math:`\mu \approx M` and the centre is :math:`\hat\pi` (and for MAP, the
+  estimate without the Dirichlet term's pull); otherwise the centre moves by
+  the bias that the misfit causes at this prior. It is BBSE's moment equation
+  (Lipton et al., 2018) with the confusion matrix replaced by the class means
+  of the EM gradients at the estimate, and its error the sum of the batch's
+  sampling error and that of quantities measured on labelled data, as Vaz et
+  al. (2019) derive for ratio estimators. It assumes label shift, not
+  calibration, at the cost of one pass over the calibration set. When that
+  set is the one the calibration map was fitted to, its misfit is measured
+  in sample (slightly optimistic).
+
+The interval is :math:`c_k \pm z_{1-\alpha/2}\,\mathrm{se}_k` clipped to
+``[0, 1]``, over the active classes. A class the MLE puts at the boundary
+(below half a row, :math:`\hat\pi_k < 1/(2n)`; the expansion does not hold
+there, the KKT conditions allowing :math:`\bar g_k < 1`) is held at 0 in the
+expansion and gets a one-sided profile-likelihood bound ``[0, high]``: the
+mass ``t`` moved into it, the other classes re-fitted, lowers the
+log-likelihood by :math:`n(s t + v t^2/2)` to second order (``s`` the KKT
+slope, ``v`` the profile's curvature), and ``high`` is where that drop
+reaches :math:`z_{1-\alpha}^2/2` (all of :math:`\alpha` above: a proportion
+cannot be below 0). It is a bound for the generating prior, used for the
+batch too.
+
+The bootstrap redraws the same target: for ``"prior"``, rows of the batch
+with replacement, each resample re-estimated by the same solver, and the
+percentile interval; for ``"batch"``, synthetic batches with the estimate's
+class counts (``n pi_hat`` rounded), class ``j``'s rows drawn from a resample
+of the calibration set's class ``j`` (or, without one, from the batch's rows
+weighted by their responsibilities), re-estimated, and the interval
+``pi_hat - quantiles(pi_star - counts / n)``.
+
+References
+----------
+.. [1] Saerens, Latinne and Decaestecker, "Adjusting the outputs of a
+   classifier to new a priori probabilities: a simple procedure", Neural
+   Computation 14(1), 2002.
+.. [2] Sulc and Matas, "Improving CNN classifiers by estimating test-time
+   priors", ICCV Workshops 2019.
+.. [3] Vaz, Izbicki and Stern, "Quantification under prior probability shift:
+   the ratio estimator and its extensions", JMLR 20(79), 2019.
+.. [4] Lipton, Wang and Smola, "Detecting and correcting for label shift with
+   black box predictors", ICML 2018.
+"""
+
+import dataclasses
+
+import numpy as np
+from scipy.special import ndtri
+
+from skprior._utils._array_api import (
+    block_totals,
+    device_of,
+    from_host,
+    get_namespace,
+    to_host,
+    weighted_counts,
+    work_dtype,
+)
+from skprior._utils._kernels import single_blas_thread
+from skprior._utils._validation import check_proba
+from skprior._utils._validation_labels import check_class_indices
+from skprior.label_shift._solvers import like, solve_prior
+
+TARGETS = ("batch", "prior")
+METHODS = ("delta", "bootstrap")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """What an interval needs of an estimate.
+
+    The batch (a reference to the caller's array, not a copy) and the
+    estimate's settings.
+    """
+
+    proba: object
+    train_prior: np.ndarray  # (host float64, as the prior)
+    prior: np.ndarray
+    concentration: float  # a - 1 of MAP's Dirichlet(a); 0 for the MLE
+    solver: str
+    max_iter: int
+    tol: float
+
+
+def _gradients(xp, rows, weights, inverse_train):
+    """Per-row gradients ``g_i = a_i / D_i`` of a block (0 where ``D_i = 0``)."""
+    d = rows @ weights
+    positive = d > 0
+    inverse = xp.where(positive, 1.0 / xp.where(positive, d, 1.0), 0.0)
+    return rows * inverse_train[None, :] * inverse[:, None]
+
+
+def _work(xp, proba, prior, train_prior):
+    """The pass's constants on the device of ``proba``, in its working dtype."""
+    device = device_of(proba)
+    dtype = work_dtype(xp, device)
+    weights = from_host(xp, prior / train_prior, device, dtype)
+    return dtype, weights, from_host(xp, 1.0 / train_prior, device, dtype)
+
+
+def batch_moments(proba, train_prior, prior):
+    """``(J, sum_i g_i)`` of the batch at ``prior``, lazily (one pass)."""
+    xp, _ = get_namespace(proba)
+    dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
+
+    def one_block(block):
+        g = _gradients(xp, xp.astype(proba[block, :], dtype), weights, inverse_train)
+        return g.T @ g, xp.sum(g, axis=0)
+
+    return block_totals(xp, *proba.shape, one_block)
+
+
+def calibration_moments(proba, y, train_prior, prior, row_weights):
+    """Class sums of ``g`` and ``sum_i w_{y_i} g_i g_i^T``, lazily (one pass)."""
+    xp, _ = get_namespace(proba)
+    n_classes = proba.shape[1]
+    dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
+    classes = from_host(xp, np.arange(n_classes), device_of(proba), y.dtype)
+    class_weights = from_host(xp, row_weights, device_of(proba), dtype)
+
+    def one_block(block):
+        g = _gradients(xp, xp.astype(proba[block, :], dtype), weights, inverse_train)
+        onehot = xp.astype(y[block][:, None] == classes[None, :], dtype)
+        weighted = g * (onehot @ class_weights)[:, None]
+        return onehot.T @ g, weighted.T @ g
+
+    return block_totals(xp, *proba.shape, one_block)
+
+
+def check_calibration(calibration, n_classes):
+    """Validate ``calibration=(proba_cal, y_cal)``; return arrays and counts."""
+    if not (isinstance(calibration, (tuple, list)) and len(calibration) == 2):
+        raise ValueError(
+            "calibration must be a pair (proba_cal, y_cal): held-out posteriors of "
+            "the same model and their true classes, got "
+            f"{type(calibration).__name__}. Pass calibration=(proba_cal, y_cal), or "
+            "None for the interval that assumes calibrated posteriors."
+        )
+    proba_cal = check_proba(calibration[0], name="proba_cal")
+    if proba_cal.shape[1] != n_classes:
+        raise ValueError(
+            f"proba_cal has {proba_cal.shape[1]} classes, the batch {n_classes}. "
+            f"Pass the calibration posteriors of the same model, same class order."
+        )
+    y = check_class_indices(
+        calibration[1], proba_cal.shape[0], n_classes, name="proba_cal", like=proba_cal
+    )
+    counts = weighted_counts(y, None, n_classes)
+    if np.any(counts == 0):
+        missing = np.flatnonzero(counts == 0)
+        raise ValueError(
+            f"y_cal has no row of class {missing[0]} ({len(missing)} classes "
+            f"missing): the calibration set must hold every class to measure the "
+            f"model's misfit on it. Use a larger calibration set, or "
+            f"calibration=None."
+        )
+    return proba_cal, y, counts
+
+
+def _tangent_basis(n_classes):
+    """An orthonormal basis of ``{u : sum(u) = 0}`` (``n_classes x n_classes - 1``)."""
+    # (the QR of [1 | I] gives 1/sqrt(K) and an orthonormal complement)
+    q, _ = np.linalg.qr(np.column_stack([np.ones(n_classes), np.eye(n_classes)]))
+    return q[:, 1:n_classes]
+
+
+def _tangent_inverse(matrix):
+    """``B (B^T matrix B)^+ B^T`` for an orthonormal basis ``B`` of sum-zero."""
+    basis = _tangent_basis(matrix.shape[0])
+    if basis.shape[1] == 0:  # (one class holds everything: nowhere to move)
+        return np.zeros_like(matrix)
+    return basis @ np.linalg.pinv(basis.T @ matrix @ basis, hermitian=True) @ basis.T
+
+
+def _profile_bounds(curvature, mean_gradient, prior, active, n_samples, z):
+    r"""One-sided upper bounds of the classes at the boundary (profile likelihood).
+
+    Moving mass ``t`` into a class ``k`` at 0, the other classes re-fitted,
+    changes the mean log-likelihood by ``-(s t + v t**2 / 2)`` to second order:
+    ``s = sum_A pi_j g_j - g_k`` the slope (``1 - g_k`` at the MLE, positive
+    there by the KKT conditions) and ``v`` the curvature of the profile, the
+    Schur complement of the active classes ``A`` in the tangent space. The
+    bound solves ``n (s t + v t**2 / 2) = z**2 / 2``: the signed root of the
+    likelihood-ratio statistic at the one-sided quantile ``z``. A class no row
+    gives mass to has ``v ~ 0`` and the bound ``z**2 / (2 n s)``.
+    """
+    index = np.flatnonzero(active)
+    block = curvature[np.ix_(index, index)]
+    inverse = _tangent_inverse(block)
+    level_gradient = prior[index] @ mean_gradient[index]
+    c = z**2 / (2 * n_samples)
+    high = np.zeros(len(prior))
+    for k in np.flatnonzero(~active):
+        # The profile's direction: mass 1 into k, taken from A so as to
+        # minimise the quadratic form (a Newton step on the tangent of A).
+        start = np.full(len(index), -1.0 / len(index))
+        shift = start - inverse @ (block @ start + curvature[index, k])
+        direction = np.append(shift, 1.0)
+        columns = np.append(index, k)
+        v = max(direction @ curvature[np.ix_(columns, columns)] @ direction, 0.0)
+        s = max(level_gradient - mean_gradient[k], 0.0)
+        high[k] = (np.sqrt(s**2 + 2 * v * c) - s) / v if v > 0 else c / s
+    return np.clip(high, 0.0, 1.0)
+
+
+def delta_interval(fit, level, target, calibration):
+    """``(low, high)`` of the delta method, on the host (see the module notes)."""
+    proba, train, prior = fit.proba, fit.train_prior, fit.prior
+    n_samples, n_classes = proba.shape
+    xp, _ = get_namespace(proba)
+    lazy = list(batch_moments(proba, train, prior))
+    if target == "batch" and calibration is not None:
+        proba_cal, y_cal, counts = calibration
+        row_weights = prior * (1.0 / n_samples + prior / counts) / counts
+        lazy += calibration_moments(proba_cal, y_cal, train, prior, row_weights)
+    moments = to_host(xp, *lazy)  # (one transfer; one compute for Dask)
+    info = moments[0] / n_samples
+    mean_gradient = moments[1] / n_samples
+    curvature, score = info, np.zeros(n_classes)
+    if fit.concentration > 0:  # (MAP, positive everywhere: its known pull)
+        curvature = info + np.diag(fit.concentration / prior**2) / n_samples
+        score = fit.concentration / prior / n_samples
+    # The classes at the boundary stay at 0: the expansion is over the others.
+    active = prior >= 0.5 / n_samples
+    index = np.flatnonzero(active)
+    block = np.ix_(index, index)
+    if target == "prior":
+        spread = (info - np.outer(mean_gradient, mean_gradient)) / n_samples
+        score = score + mean_gradient - 1.0
+    elif calibration is None:
+        spread = (info - info @ (prior[:, None] * info)) / n_samples
+    else:
+        class_means = moments[2] / counts[:, None]  # mu_j, one row per class
+        between = class_means.T @ (
+            (prior * (1.0 / n_samples + prior / counts))[:, None] * class_means
+        )
+        spread = moments[3] - between
+    centre = prior.copy()
+    if calibration is None or target == "prior":
+        solve = _tangent_inverse(curvature[block])
+        centre[index] -= solve @ score[index]
+    else:
+        # The batch's mean gradient is, given its labels, sum_j y_j mu_j plus
+        # noise: linear in y. Solved on the tangent of the active classes.
+        equations = class_means.T[block]
+        basis = _tangent_basis(len(index))
+        solve = basis @ np.linalg.pinv(equations @ basis)
+        residual = mean_gradient[index] - equations @ prior[index]
+        centre[index] += solve @ residual
+    covariance = solve @ spread[block] @ solve.T
+    half_width = np.zeros(n_classes)
+    two_sided, one_sided = z_values(level)
+    half_width[index] = two_sided * np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    low = np.clip(centre - half_width, 0.0, 1.0)
+    high = np.clip(centre + half_width, 0.0, 1.0)
+    if not active.all():
+        edge = _profile_bounds(
+            curvature, mean_gradient, prior, active, n_samples, one_sided
+        )
+        low[~active], high[~active] = 0.0, edge[~active]
+    return low, high
+
+
+def z_values(level):
+    """The two-sided and one-sided normal quantiles of ``level``."""
+    return float(ndtri(0.5 + level / 2)), float(ndtri(level))
+
+
+def _counts(prior, n_samples):
+    """``n * prior`` rounded to integers summing to ``n`` (largest remainder)."""
+    exact = prior * n_samples
+    counts = np.floor(exact).astype(np.int64)
+    order = np.argsort(counts - exact, kind="stable")
+    counts[order[: n_samples - counts.sum()]] += 1
+    return counts
+
+
+def _resample_batch(pools, counts, rng):
+    """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
+
+    A pool is ``(row indices, probabilities or None)``; a calibration pool is
+    first resampled with replacement to its own size (its finite size is part
+    of the uncertainty).
+    """
+    chosen = []
+    for (rows, weights), count in zip(pools, counts, strict=True):
+        if count == 0:
+            continue
+        if weights is None:
+            rows = rows[rng.integers(len(rows), size=len(rows))]
+        chosen.append(rng.choice(rows, size=count, p=weights))
+    return np.concatenate(chosen)
+
+
+def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
+    """``(low, high)`` on the host by the bootstrap (see the module notes)."""
+    proba, train, prior = fit.proba, fit.train_prior, fit.prior
+    n_samples, n_classes = proba.shape
+    source = proba if calibration is None or target == "prior" else calibration[0]
+    xp, _ = get_namespace(source)
+    if target == "batch":
+        counts = _counts(prior, n_samples)
+        if calibration is not None:
+            (y_host,) = to_host(xp, calibration[1])
+            pools = [(np.flatnonzero(y_host == j), None) for j in range(n_classes)]
+        else:  # (the batch's rows, weighted by their responsibilities)
+            r = _responsibilities(proba, train, prior)
+            totals = np.where(r.sum(axis=0) > 0, r.sum(axis=0), 1.0)
+            pools = [
+                (np.arange(n_samples), r[:, j] / totals[j]) for j in range(n_classes)
+            ]
+    draws = np.empty((n_resamples, n_classes))
+    for b in range(n_resamples):
+        if target == "prior":
+            index = rng.integers(n_samples, size=n_samples)
+        else:
+            index = _resample_batch(pools, counts, rng)
+        rows = xp.take(source, from_host(xp, index, device_of(source)), axis=0)
+        settings = (fit.concentration, prior, fit.solver, fit.max_iter, fit.tol)
+        draws[b] = solve_prior(rows, train, *settings)[0]
+    tail = (1 - level) / 2
+    if target == "prior":
+        low, high = np.quantile(draws, [tail, 1 - tail], axis=0)
+    else:
+        errors = draws - counts / n_samples
+        high_error, low_error = np.quantile(errors, [1 - tail, tail], axis=0)
+        low, high = prior - high_error, prior - low_error
+    edge = prior < 0.5 / n_samples  # (one-sided at the boundary, as the delta)
+    low[edge] = 0.0
+    high[edge] = np.quantile(draws[:, edge], level, axis=0)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+
+
+def _responsibilities(proba, train_prior, prior):
+    """The E-step ``r_ij = p_ij (pi_j / q_j) / D_i`` on the host (n x K)."""
+    xp, _ = get_namespace(proba)
+    (rows,) = to_host(xp, proba)
+    rows = rows.astype(np.float64) * (prior / train_prior)
+    total = rows.sum(axis=1, keepdims=True)
+    return np.divide(rows, total, out=np.zeros_like(rows), where=total > 0)
+
+
+def confidence_interval(fit, level, method, target, calibration, n_resamples, rng):
+    """The interval of :meth:`PriorEstimate.confidence_interval`.
+
+    As arrays of the namespace, device and float dtype of ``fit.proba``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(
+            f"level must be a confidence level in (0, 1), got {level!r}; "
+            f"e.g. level=0.95."
+        )
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    n_samples, n_classes = fit.proba.shape
+    if calibration is not None:
+        calibration = check_calibration(calibration, n_classes)
+    if method == "delta":
+        with single_blas_thread():  # (see the solvers: busy cores stall BLAS)
+            low, high = delta_interval(fit, level, target, calibration)
+    else:
+        if not (isinstance(n_resamples, (int, np.integer)) and n_resamples >= 10):
+            raise ValueError(
+                f"n_resamples must be an integer >= 10, got {n_resamples!r}; "
+                f"a percentile interval needs a few hundred (default 200)."
+            )
+        low, high = bootstrap_interval(
+            fit, level, target, calibration, int(n_resamples), rng
+        )
+    return like(low, fit.proba), like(high, fit.proba)

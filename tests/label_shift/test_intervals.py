@@ -1,0 +1,408 @@
+"""Confidence intervals of the estimated test prior (its confidence_interval).
+
+Against naive references written from the formulas (the information matrix
+by finite differences of the log-likelihood; the delta method in the first
+``K - 1`` coordinates, row by row), on simulated batches whose coverage is
+known, on the CIFAR-10 outputs, on every namespace, and on bad input.
+"""
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import ndtri, softmax
+
+from skprior import estimate_test_prior
+from skprior.label_shift._intervals import batch_moments
+from skprior.label_shift._prior import PriorEstimate
+from tests._namespaces import Namespace
+
+K = 4
+MEANS = 2.2 * np.eye(K)
+
+
+def simulate(counts, rng, temperature=1.0, bias=None):
+    """Posteriors of Gaussian classes (unit variance, means 2.2 e_k) under the
+    uniform prior, exact for ``temperature=1`` and no ``bias``; and labels."""
+    y = np.repeat(np.arange(K), counts)
+    x = MEANS[y] + rng.normal(size=(len(y), K))
+    logits = x @ MEANS.T - 0.5 * (MEANS**2).sum(axis=1)
+    if bias is not None:
+        logits = logits + bias
+    return softmax(logits / temperature, axis=1), y
+
+
+def _batch(rng, n, prior, **miscalibration):
+    counts = rng.multinomial(n, prior)
+    proba, y = simulate(counts, rng, **miscalibration)
+    return proba, counts / n, y
+
+
+UNIFORM = np.full(K, 1 / K)
+
+
+def _naive_interval(proba, q, prior, target, calibration=None, level=0.95):
+    """The delta interval in the coordinates theta = prior[:-1], row by row."""
+    n = len(proba)
+    g = np.array([row / q / (row @ (prior / q)) for row in proba])
+    transform = np.hstack([np.eye(K - 1), -np.ones((K - 1, 1))])  # u -> theta
+    info = sum(np.outer(t, t) for t in g @ transform.T) / n
+    if target == "prior":
+        centred = g @ transform.T - (g @ transform.T).mean(axis=0)
+        spread = centred.T @ centred / n / n
+        score = np.zeros(K - 1)
+    elif calibration is None:
+        spread = np.zeros((K, K))
+        for j in range(K):
+            r = prior[j] * g[:, j]  # responsibilities of class j
+            mean = r @ g / r.sum()
+            spread += sum(r[i] * np.outer(g[i] - mean, g[i] - mean) for i in range(n))
+        spread = transform @ spread @ transform.T / n / n
+        score = np.zeros(K - 1)
+    else:
+        # The batch's mean gradient given the labels, sum_j y_j mu_j, solved
+        # for y = (theta, 1 - sum(theta)) from the first K - 1 equations.
+        proba_cal, y_cal = calibration
+        g_cal = np.array([row / q / (row @ (prior / q)) for row in proba_cal])
+        spread, means = np.zeros((K, K)), np.zeros((K, K))
+        for j in range(K):
+            rows = g_cal[y_cal == j]
+            weight = prior[j] * (1 / n + prior[j] / len(rows))
+            spread += weight * np.cov(rows.T, bias=True)
+            means[j] = rows.mean(axis=0)
+        system = (means[:-1] - means[-1]).T[:-1]  # [k, j] = mu_jk - mu_Kk
+        rhs = g.mean(axis=0)[:-1] - means[-1, :-1]
+        theta = np.linalg.solve(system, rhs)
+        inverse = np.linalg.inv(system)
+        covariance = inverse @ spread[:-1, :-1] @ inverse.T
+    if target == "prior" or calibration is None:
+        inverse = np.linalg.inv(info)
+        covariance = inverse @ spread @ inverse
+        theta = prior[:-1] - inverse @ score
+    centre = np.append(theta, 1 - theta.sum())
+    full = np.vstack([np.eye(K - 1), -np.ones((1, K - 1))])
+    se = np.sqrt(np.diag(full @ covariance @ full.T))
+    z = ndtri(0.5 + level / 2)
+    return np.clip(centre - z * se, 0, 1), np.clip(centre + z * se, 0, 1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    proba, truth, y = _batch(rng, 400, [0.5, 0.3, 0.15, 0.05], temperature=1.4)
+    proba_cal, y_cal = simulate([150, 150, 150, 150], rng, temperature=1.4)
+    return proba, truth, y, (proba_cal, y_cal)
+
+
+def test_information_is_the_hessian_by_finite_differences(data):
+    proba = data[0]
+    q, point = UNIFORM, np.array([0.4, 0.3, 0.2, 0.1])
+
+    def loglik(prior):
+        return np.log(proba @ (prior / q)).sum()
+
+    step, hessian = 1e-4, np.zeros((K, K))
+    for a in range(K):
+        for b in range(K):
+            ea, eb = step * np.eye(K)[a], step * np.eye(K)[b]
+            hessian[a, b] = (
+                loglik(point + ea + eb)
+                - loglik(point + ea - eb)
+                - loglik(point - ea + eb)
+                + loglik(point - ea - eb)
+            ) / (4 * step**2)
+    information, gradient_sum = batch_moments(proba, q, point)
+    np.testing.assert_allclose(-information, hessian, rtol=1e-5, atol=1e-4)
+    gradient = [
+        (loglik(point + step * e) - loglik(point - step * e)) / (2 * step)
+        for e in np.eye(K)
+    ]
+    np.testing.assert_allclose(gradient_sum, gradient, rtol=1e-7)
+
+
+@pytest.mark.parametrize("target", ["prior", "batch", "calibrated"])
+def test_delta_method_matches_naive_reference(data, target):
+    proba, _, _, calibration = data
+    estimate = estimate_test_prior(proba, UNIFORM, tol=1e-12)
+    assert np.all(estimate.prior > 1 / len(proba))  # (all classes interior)
+    calibration = calibration if target == "calibrated" else None
+    kind = "prior" if target == "prior" else "batch"
+    low, high = estimate.confidence_interval(0.95, target=kind, calibration=calibration)
+    expected = _naive_interval(
+        proba, UNIFORM, estimate.prior, kind, calibration=calibration
+    )
+    np.testing.assert_allclose(low, expected[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(high, expected[1], rtol=1e-6, atol=1e-9)
+
+
+def _coverage(n, shifts, seed, calibrate, **miscalibration):
+    rng = np.random.default_rng(seed)
+    calibration = simulate([400] * K, rng, **miscalibration) if calibrate else None
+    hits = []
+    for _ in range(shifts):
+        prior = rng.dirichlet(np.full(K, 3.0))
+        proba, truth, _ = _batch(rng, n, prior, **miscalibration)
+        estimate = estimate_test_prior(proba, UNIFORM, solver="squarem")
+        low, high = estimate.confidence_interval(calibration=calibration)
+        hits.append((low <= truth) & (truth <= high))
+    return np.mean(hits)
+
+
+def test_batch_interval_covers_calibrated_posteriors():
+    # Exact posteriors: the label-conditional interval covers the batch's
+    # proportions at its nominal level (and the Fisher one is not needed).
+    assert 0.91 <= _coverage(1000, 150, 0, calibrate=False) <= 0.99
+
+
+def test_calibration_set_restores_coverage_under_miscalibration():
+    # Overconfident posteriors with a class bias: the label-conditional
+    # interval is centred on a biased estimate and misses as n grows; the
+    # calibration set measures the bias and its noise.
+    miscalibration = {"temperature": 0.6, "bias": np.array([0.4, 0.0, -0.2, 0.0])}
+    naive = _coverage(4000, 60, 1, calibrate=False, **miscalibration)
+    honest = _coverage(4000, 60, 1, calibrate=True, **miscalibration)
+    assert naive < 0.75
+    assert 0.9 <= honest <= 0.99
+
+
+def test_fisher_interval_is_wider_than_the_batch_interval(data):
+    estimate = estimate_test_prior(data[0], UNIFORM)
+    fisher = np.subtract(*estimate.confidence_interval(target="prior")[::-1])
+    batch = np.subtract(*estimate.confidence_interval()[::-1])
+    assert np.all(fisher > batch)
+
+
+@pytest.mark.parametrize("target", ["prior", "batch"])
+def test_bootstrap_agrees_with_delta_method(data, target):
+    proba, _, _, calibration = data
+    estimate = estimate_test_prior(proba, UNIFORM)
+    calibration = calibration if target == "batch" else None
+    delta = estimate.confidence_interval(target=target, calibration=calibration)
+    boot = estimate.confidence_interval(
+        target=target,
+        calibration=calibration,
+        method="bootstrap",
+        n_resamples=300,
+        random_state=0,
+    )
+    ratio = (boot[1] - boot[0]) / (delta[1] - delta[0])
+    assert np.all((0.75 < ratio) & (ratio < 1.33)), ratio
+    # (seeded: the same draws again)
+    again = estimate.confidence_interval(
+        target=target,
+        calibration=calibration,
+        method="bootstrap",
+        n_resamples=300,
+        random_state=0,
+    )
+    np.testing.assert_array_equal(boot[0], again[0])
+
+
+def test_class_at_the_boundary_gets_a_one_sided_bound():
+    rng = np.random.default_rng(3)
+    proba, truth, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    estimate = estimate_test_prior(proba, UNIFORM, solver="squarem")
+    assert estimate.prior[3] < 0.5 / 2000
+    for kwargs in ({}, {"target": "prior"}, {"method": "bootstrap"}):
+        low, high = estimate.confidence_interval(**kwargs, random_state=0)
+        assert low[3] == 0 and 0 < high[3] < 0.01, (kwargs, high)
+        assert np.all((low <= truth) & (truth <= high))
+
+
+def test_boundary_bound_is_the_profile_likelihood_root():
+    # Two classes, class 1 at 0: the profile likelihood is the likelihood
+    # itself along [1 - t, t]; the bound is where it drops by z**2 / 2
+    # (to second order, which a small t makes exact).
+    rng = np.random.default_rng(4)
+    p1 = rng.uniform(0.0, 0.3, size=500)
+    proba = np.column_stack([1 - p1, p1])
+    q = np.array([0.5, 0.5])
+    estimate = estimate_test_prior(proba, q, solver="squarem", tol=1e-12)
+    assert estimate.prior[1] < 1e-3 / 500
+    high = float(estimate.confidence_interval(0.95)[1][1])
+
+    def drop(t):
+        at = np.array([1 - t, t])
+        return (
+            np.log(proba @ (estimate.prior / q)).sum() - np.log(proba @ (at / q)).sum()
+        )
+
+    z = ndtri(0.95)
+    assert drop(high) == pytest.approx(z**2 / 2, rel=0.05)
+
+
+@pytest.mark.parametrize("method", ["mle", "map"])
+@pytest.mark.parametrize("solver", ["em", "squarem", "pga"])
+def test_every_method_and_solver(data, method, solver):
+    proba, truth, _, calibration = data
+    estimate = estimate_test_prior(proba, UNIFORM, method=method, solver=solver)
+    reference = estimate_test_prior(proba, UNIFORM, method=method, tol=1e-12)
+    low, high = estimate.confidence_interval(calibration=calibration)
+    ref_low, ref_high = reference.confidence_interval(calibration=calibration)
+    np.testing.assert_allclose(low, ref_low, atol=1e-4)
+    np.testing.assert_allclose(high, ref_high, atol=1e-4)
+    assert np.all((low <= truth) & (truth <= high))
+
+
+def test_map_interval_corrects_the_dirichlet_pull():
+    # A large Dirichlet(a) pulls the MAP estimate towards uniform; the
+    # interval is centred back on the data (the known bias of the prior term),
+    # on the MLE's interval.
+    rng = np.random.default_rng(5)
+    proba, _, _ = _batch(rng, 3000, [0.7, 0.2, 0.07, 0.03])
+    mle = estimate_test_prior(proba, UNIFORM)
+    estimate = estimate_test_prior(proba, UNIFORM, method="map", dirichlet_alpha=10)
+    assert np.abs(estimate.prior - mle.prior).max() > 0.005  # (pulled)
+    low, high = estimate.confidence_interval()
+    mle_low, mle_high = mle.confidence_interval()
+    half = (mle_high - mle_low) / 2
+    assert np.all(np.abs((low + high) / 2 - (mle_low + mle_high) / 2) < 0.1 * half)
+    np.testing.assert_allclose(high - low, mle_high - mle_low, rtol=0.05)
+
+
+def test_cifar10_with_bcts_calibration(cifar10):
+    from skprior import fit_bias_corrected_temperature, softmax_temperature
+
+    proba, labels = cifar10
+    logits = np.log(proba.astype(np.float64))
+    t, bias = fit_bias_corrected_temperature(logits[:5000], labels[:5000])
+    calibrated = softmax_temperature(logits, t, bias)
+    cal, y_cal = calibrated[:5000], labels[:5000]
+    q = np.bincount(y_cal, minlength=10) / 5000
+    rng = np.random.default_rng(0)
+    pool = [np.flatnonzero(labels[5000:] == k) + 5000 for k in range(10)]
+    hits, fisher_hits = [], []
+    for _ in range(40):
+        counts = rng.multinomial(1000, rng.dirichlet(np.ones(10)))
+        rows = np.concatenate([rng.choice(pool[k], c) for k, c in enumerate(counts)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimate = estimate_test_prior(calibrated[rows], q, solver="squarem")
+        low, high = estimate.confidence_interval(calibration=(cal, y_cal))
+        hits.append((low <= counts / 1000) & (counts / 1000 <= high))
+        low, high = estimate.confidence_interval(target="prior")
+        fisher_hits.append((low <= counts / 1000) & (counts / 1000 <= high))
+    assert 0.9 <= np.mean(hits) <= 0.99
+    assert np.mean(fisher_hits) > np.mean(hits)
+
+
+def test_result_fields_print_and_compare_as_before(data):
+    estimate = estimate_test_prior(data[0], UNIFORM)
+    names = [field.name for field in dataclasses.fields(estimate)]
+    assert names == ["prior", "n_iter", "n_passes", "converged", "objective"]
+    assert "proba" not in repr(estimate)
+    by_hand = PriorEstimate(estimate.prior, 1, 2, True, 0.0)
+    with pytest.raises(ValueError, match="not returned by estimate_test_prior"):
+        by_hand.confidence_interval()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"level": 1.0}, r"level must be a confidence level in \(0, 1\)"),
+        ({"level": 0.0}, r"level must be a confidence level in \(0, 1\)"),
+        ({"method": "profile"}, "method must be one of"),
+        ({"target": "population"}, "target must be one of"),
+        ({"method": "bootstrap", "n_resamples": 3}, "n_resamples must be an integer"),
+        ({"calibration": np.ones((5, 4))}, r"calibration must be a pair"),
+        (
+            {"calibration": (np.full((5, 3), 1 / 3), [0, 1, 2, 0, 1])},
+            "proba_cal has 3 classes, the batch 4",
+        ),
+        (
+            {"calibration": (np.full((5, 4), 0.25), [0, 1, 2, 0, 1])},
+            "y_cal has no row of class 3",
+        ),
+        (
+            {"calibration": (np.full((5, 4), 0.25), [0, 1, 2, 3])},
+            "y has 4 labels but proba_cal has 5 rows",
+        ),
+    ],
+)
+def test_bad_input_is_refused(data, kwargs, message):
+    estimate = estimate_test_prior(data[0], UNIFORM)
+    with pytest.raises(ValueError, match=message):
+        estimate.confidence_interval(**kwargs)
+
+
+def test_inputs_are_not_modified(data):
+    proba, _, _, (proba_cal, y_cal) = data
+    copies = [array.copy() for array in (proba, proba_cal, y_cal)]
+    estimate = estimate_test_prior(proba, UNIFORM)
+    estimate.confidence_interval(calibration=(proba_cal, y_cal))
+    estimate.confidence_interval(
+        calibration=(proba_cal, y_cal), method="bootstrap", random_state=0
+    )
+    for array, copy in zip((proba, proba_cal, y_cal), copies, strict=True):
+        np.testing.assert_array_equal(array, copy)
+
+
+@pytest.mark.parametrize(
+    "combination",
+    [
+        ("array_api_strict", "CPU_DEVICE", "float64"),
+        ("array_api_strict", "device1", "float32"),
+        ("torch", "cpu", "float32"),
+        ("torch", "cpu", "float64"),
+        ("torch", "cuda", "float32"),
+        ("dask", None, "float64"),
+    ],
+    ids=lambda c: "-".join(part for part in c if part),
+)
+@pytest.mark.parametrize("target", ["prior", "batch", "calibrated"])
+def test_every_namespace_gives_numpy_values(data, combination, target):
+    proba, _, _, (proba_cal, y_cal) = data
+    ns = Namespace(*combination)
+    dtype = np.dtype(combination[2])
+    kind = "prior" if target == "prior" else "batch"
+
+    def run(batch, cal, labels, prior):
+        calibration = (cal, labels) if target == "calibrated" else None
+        tol = 1e-10 if dtype == np.float64 else 1e-6
+        estimate = estimate_test_prior(batch, prior, solver="squarem", tol=tol)
+        return estimate.confidence_interval(target=kind, calibration=calibration)
+
+    expected = run(
+        proba.astype(dtype), proba_cal.astype(dtype), y_cal, UNIFORM.astype(dtype)
+    )
+    result = run(ns.f(proba), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
+    tol = 1e-9 if dtype == np.float64 else 2e-4
+    ns.assert_matches(list(result), list(expected), tol, "interval")
+    ns.assert_inputs_unchanged()
+
+
+@pytest.mark.parametrize(
+    "combination",
+    [("torch", "cpu", "float64"), ("array_api_strict", "CPU_DEVICE", "float64")],
+    ids=lambda c: "-".join(c),
+)
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_bootstrap_on_other_namespaces(data, combination, calibrated):
+    proba, _, _, (proba_cal, y_cal) = data
+    ns = Namespace(*combination)
+
+    def run(batch, cal, labels, prior):
+        estimate = estimate_test_prior(batch, prior, tol=1e-10)
+        return estimate.confidence_interval(
+            method="bootstrap",
+            calibration=(cal, labels) if calibrated else None,
+            n_resamples=20,
+            random_state=1,
+        )
+
+    expected = run(proba, proba_cal, y_cal, UNIFORM)
+    result = run(ns.f(proba), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
+    ns.assert_matches(list(result), list(expected), 1e-7, "bootstrap")
+
+
+def test_class_at_exactly_zero_gives_a_finite_bound_without_warning():
+    rng = np.random.default_rng(3)
+    proba, truth, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    estimate = estimate_test_prior(proba, UNIFORM, init=[0.5, 0.3, 0.2, 0.0])
+    assert estimate.prior[3] == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low, high = estimate.confidence_interval()
+    assert np.all(np.isfinite(high)) and 0 < high[3] < 0.01
+    assert np.all((low <= truth) & (truth <= high))
