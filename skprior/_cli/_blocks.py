@@ -12,7 +12,10 @@ column sums, and the result is computed and written to ``--output`` (.npy or
 """
 
 import os
+import re
 from pathlib import Path
+
+import numpy as np
 
 from skprior._cli._common import InputError
 from skprior._cli._io import numeric_matrix, read_labels
@@ -73,40 +76,100 @@ def open_outputs(args):
     return array
 
 
+def _is_zarr_array(path):
+    """Whether the folder ``path`` holds one Zarr array and nothing else.
+
+    Its metadata (``.zarray``, Zarr 2; ``zarr.json`` of an array, Zarr 3), its
+    attributes, and chunks (names of digits and dots, or Zarr 3's ``c``).
+    """
+    entries = {entry.name for entry in Path(path).iterdir()}
+    if ".zarray" in entries:
+        metadata = {".zarray", ".zattrs"}
+    elif "zarr.json" in entries:
+        text = (Path(path) / "zarr.json").read_text(errors="replace")
+        if '"array"' not in text:
+            return False
+        metadata = {"zarr.json", "c"}
+    else:
+        return False
+    return all(name in metadata or _CHUNK.fullmatch(name) for name in entries)
+
+
+_CHUNK = re.compile(r"[0-9]+([./][0-9]+)*")
+
+
 def _check_output(args):
     if args.diagram is not None:
         raise InputError(
             "--diagram needs the outputs in memory; out-of-core runs print the "
             "accuracy and ECE only. Drop --diagram."
         )
-    if args.output is not None:
-        suffix = Path(args.output).suffix.lower()
-        if suffix not in OUTPUT_SUFFIXES:
+    if args.output is None:
+        return
+    output = Path(args.output)
+    suffix = output.suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise InputError(
+            f"--output {output}: out-of-core output is written block by block to "
+            f".npy or .zarr, not {suffix}."
+        )
+    if not output.resolve().parent.is_dir():
+        raise InputError(f"--output {output}: the folder does not exist.")
+    if suffix == ".npy" and output.is_dir():
+        raise InputError(f"--output {output} is a folder; name a .npy file.")
+    # A .zarr output replaces an earlier result, never a folder of other files.
+    if suffix == ".zarr" and output.exists():
+        if not output.is_dir() or not _is_zarr_array(output):
             raise InputError(
-                f"{args.output}: out-of-core output is written block by block to "
-                f".npy or .zarr, not {suffix}."
+                f"--output {output} exists and is not a Zarr array that an "
+                f"earlier run wrote (it holds other files, or is a group); it "
+                f"is replaced as a whole, so name a new .zarr folder."
             )
-        if not Path(args.output).resolve().parent.is_dir():
-            raise InputError(f"{args.output}: the folder does not exist.")
 
 
 def _labels(args, n_rows, n_columns):
+    """The --labels, lazily for .npy and .zarr files, checked in one pass."""
     from skprior._utils._npy_blocks import open_lazy
 
     if args.labels is None:
         return None
-    if Path(args.labels).suffix.lower() in (".npy", ".zarr"):
-        labels = open_lazy(args.labels)
-    else:
-        labels = read_labels(
+    where = f"--labels {args.labels}"
+    if Path(args.labels).suffix.lower() not in (".npy", ".zarr"):
+        return read_labels(
             args.labels, n_rows, n_columns, option="--labels", key=args.labels_key
+        )
+    try:
+        labels = open_lazy(args.labels)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{where} cannot be read ({exc}).") from exc
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1 or labels.dtype.kind not in "iuf":
+        raise InputError(
+            f"{where}: labels must be one class index 0..{n_columns - 1} per row "
+            f"(a 1-D array of integers), got shape {labels.shape} and dtype "
+            f"{labels.dtype}; save numpy.asarray(labels, dtype=int)."
         )
     if labels.shape[0] != n_rows:
         raise InputError(
-            f"{args.labels} has {labels.shape[0]} labels but the outputs have "
-            f"{n_rows} rows."
+            f"{where} has {labels.shape[0]} labels but the outputs have {n_rows} "
+            f"rows; give one label per row, in the same order."
         )
-    return labels
+    import dask
+    import dask.array as da
+
+    bad = ~da.isfinite(labels) | (labels != da.round(labels))
+    bad |= (labels < 0) | (labels >= n_columns)
+    if dask.compute(bad.any())[0]:
+        row = int(da.argmax(bad).compute())
+        value = float(labels[row : row + 1].compute()[0])
+        raise InputError(
+            f"{where}: label {row} (counting from 0) is {value:g}; labels are "
+            f"class indices 0..{n_columns - 1} (the column numbers of the "
+            f"outputs): whole numbers in that range (if they count from 1, "
+            f"subtract 1)."
+        )
+    return labels.astype(np.int64)
 
 
 def _report(before, after, labels):
@@ -128,13 +191,23 @@ def _report(before, after, labels):
 
 
 def finish(args, before, after, say):
-    """Write --output block by block and print the report of --labels."""
+    """Write --output block by block and print the report of --labels.
+
+    The labels are read and checked first, so that a bad labels file is
+    reported before the long pass that writes the output.
+    """
+    labels = _labels(args, *before.shape)
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 
-        store_lazy(args.output, after)
+        try:
+            store_lazy(args.output, after)
+        except OSError as exc:
+            raise InputError(
+                f"--output {args.output} cannot be written ({exc}); nothing was "
+                f"written (a partial result is removed)."
+            ) from exc
         say(args, f"wrote {args.output} block by block")
-    labels = _labels(args, *before.shape)
     if labels is not None:
         _report(before, after, labels)
     return 0

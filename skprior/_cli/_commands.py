@@ -25,6 +25,7 @@ from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._common import InputError
 from skprior._cli._demo import demo
 from skprior._cli._io import (
+    check_not_an_input,
     check_output_path,
     parse_prior,
     read_labels,
@@ -444,6 +445,7 @@ def _run(args):
     """Run a command; library warnings become one line on stderr."""
     if getattr(args, "diagram", None) is not None and args.labels is None:
         raise InputError("--diagram needs --labels (the true labels of OUTPUTS).")
+    check_not_an_input(args)
     # (--output comes with OUTPUTS; out of core it is checked by _cli_blocks,
     # which writes .npy and .zarr)
     if getattr(args, "output", None) is not None and not wants_out_of_core(args):
@@ -460,10 +462,26 @@ def _run(args):
                 print(f"skprior {args.command}: warning: {message}", file=sys.stderr)
 
 
+def _drop_stdout():
+    """Flush stdout, or send what it holds to the null device if it cannot.
+
+    Python would otherwise report the failed flush of stdout again at exit.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run(args):
     """Run the parsed command; return its exit code (0, 1, 2 or 130)."""
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # (a full stdout fails here, not silently at exit)
+        return code
     except InputError as exc:
         message = " ".join(str(exc).split())  # one line, whatever numpy said
         print(f"skprior {args.command}: error: {message}", file=sys.stderr)
@@ -473,10 +491,19 @@ def run(args):
         return 130
     except BrokenPipeError:
         # The reader of stdout left (skprior adapt ... | head -1): nothing is
-        # wrong. Python would report the failed flush of stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # wrong.
+        _drop_stdout()
         return 141  # 128 + SIGPIPE, as a shell reports it
+    except OSError as exc:
+        # The readers turn their own failures into input errors: this is
+        # stdout or a file being written failing (a full disk, /dev/full).
+        print(
+            f"skprior {args.command}: error: cannot write the results ({exc}); "
+            f"free some space or write them elsewhere.",
+            file=sys.stderr,
+        )
+        _drop_stdout()
+        return 2
     except Exception:
         traceback.print_exc()
         print(

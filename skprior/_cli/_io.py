@@ -254,20 +254,81 @@ def write_array(path, proba, extra=None):
 
     ``.npz`` files hold ``proba`` under the key ``proba`` and the arrays of
     ``extra`` (a dict) under their names; .npy and .csv hold ``proba`` only.
+    The file is written beside ``path`` and renamed to it once complete, so
+    that a failure (a full disk) leaves no partial result and an existing
+    file as it was.
     """
+    from skprior._utils._npy_blocks import replaced_atomically
+
     suffix = check_output_path(path)
     try:
         # (through a file object: given a name, numpy would append ".npy" or
-        # ".npz" to an upper-case extension)
-        if suffix == ".npy":
-            with open(path, "wb") as handle:
+        # ".npz" to an upper-case extension; closed inside the block, so that
+        # an error of the last write is raised before the rename)
+        with replaced_atomically(path) as temporary, open(temporary, "wb") as handle:
+            if suffix == ".npy":
                 np.save(handle, proba)
-        elif suffix == ".npz":
-            with open(path, "wb") as handle:
+            elif suffix == ".npz":
                 np.savez(handle, proba=proba, **(extra or {}))
-        else:
-            # Enough digits to read the same floats back.
-            digits = 9 if proba.dtype == np.float32 else 17
-            np.savetxt(path, proba, delimiter=",", fmt=f"%.{digits}g")
+            else:
+                # Enough digits to read the same floats back.
+                digits = 9 if proba.dtype == np.float32 else 17
+                np.savetxt(handle, proba, delimiter=",", fmt=f"%.{digits}g")
     except OSError as exc:
         raise InputError(f"--output {path} cannot be written ({exc}).") from exc
+
+
+# The options that name a file the command reads (the prior options when
+# they name a file rather than list numbers).
+INPUT_OPTIONS = {
+    "outputs": "OUTPUTS",
+    "labels": "--labels",
+    "prior": "--prior",
+    "prior_from_labels": "--prior-from-labels",
+    "reference": "--reference",
+    "test_prior": "--test-prior",
+    "val_outputs": "--val-outputs",
+    "val_labels": "--val-labels",
+    "fit_outputs": "--fit-outputs",
+    "fit_labels": "--fit-labels",
+}
+
+
+def _is_within(path, target):
+    """Whether ``path`` is the file or folder ``target``, or inside it."""
+    path, target = Path(path), Path(target)
+    if path.resolve() == target.resolve() or path.resolve().is_relative_to(
+        target.resolve()
+    ):
+        return True
+    try:  # (another name of the same file: a hard link)
+        return path.exists() and target.exists() and path.samefile(target)
+    except OSError:
+        return False
+
+
+def check_not_an_input(args):
+    """Refuse an --output or --diagram that names a file the command reads.
+
+    Called before anything is read: writing the result over an input would
+    destroy the input (and, out of core, the result is computed from it as
+    it is being written).
+    """
+    written = {"--output": getattr(args, "output", None)}
+    written["--diagram"] = getattr(args, "diagram", None)
+    read = [
+        (option, getattr(args, name))
+        for name, option in INPUT_OPTIONS.items()
+        if getattr(args, name, None) is not None
+    ]
+    if None not in written.values():
+        read.append(("--output", written["--output"]))
+    for option, target in written.items():
+        for source_option, source in read:
+            if target is not None and option != source_option:
+                if _is_within(source, target):
+                    raise InputError(
+                        f"{option} {target} is also {source_option} ({source}): "
+                        f"writing it would destroy that file, which the command "
+                        f"reads. Name another file for {option}."
+                    )

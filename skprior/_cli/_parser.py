@@ -100,6 +100,19 @@ def _or_auto(convert, what):
     return read
 
 
+def _seed(text):
+    """--seed: an integer 0 .. 2**32 - 1 (what NumPy's generators take)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a seed: give a whole number from 0 to 4294967295"
+        )
+    return seed
+
+
 _k = _or_auto(int, "an integer")  # --k
 _reg_lambda = _or_auto(float, "a number")  # --reg-lambda
 
@@ -247,7 +260,7 @@ def build_parser():
         "by GridSearchCV on a validation split (the model is fitted once).",
     )
     _add(demo, "--dataset", choices=SHIPPED_DATASETS, default=SHIPPED_DATASETS[0])
-    _add(demo, "--seed", type=int, default=0)
+    _add(demo, "--seed", type=_seed, default=0)
 
     # The commands on stored outputs: their shared options, then each one's.
     parent = _outputs_parser()
