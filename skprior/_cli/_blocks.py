@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from skprior._cli._common import InputError
-from skprior._cli._io import numeric_matrix, read_labels
+from skprior._cli._io import numeric_matrix, read_labels, refuse_probabilities
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
@@ -71,6 +71,10 @@ def open_outputs(args):
     array = numeric_matrix(array, path)
     if args.logits:
         from skprior import softmax_temperature
+
+        # (its first block tells: a pass over the file for this would cost
+        # as much as the command)
+        refuse_probabilities(array[: array.chunks[0][0]].compute(), f"OUTPUTS {path}")
 
         return softmax_temperature(array, 1.0)
     return array

@@ -263,7 +263,10 @@ def _check_adapt_options(args):
 
 
 def _test_prior(args, proba, train_prior):
-    """The test prior of ``args.method`` and a phrase that says how it was found.
+    """The test prior of ``args.method``, how it was found, whether it is used.
+
+    Returns the prior, a phrase that says how it was found, and whether the
+    posteriors are adapted to it (False: it is the training prior, kept).
 
     The library's policy (``shift_gated_prior``): the test of no shift, then
     the estimate only when it finds one. The test is against the posteriors
@@ -281,7 +284,7 @@ def _test_prior(args, proba, train_prior):
         prior = parse_prior(
             args.test_prior, n_classes, option="--test-prior", note=_note(args)
         )
-        return prior, "given"
+        return prior, "given", True
     # Every input is checked before the first pass over a batch that may be
     # larger than memory: the options (by the library's constraints) and the
     # labelled validation outputs of BBSE and RLLS (in memory only).
@@ -329,7 +332,7 @@ def _test_prior(args, proba, train_prior):
             f"{shift.dof} dof, p = {shift.pvalue:.3g}",
         )
     if shift is None or (shift.shifted and gate.conclusive):
-        return prior, found["how"]
+        return prior, found["how"], True
     if shift.shifted:
         warn_user(
             f"the batch's mean posterior differs from the training prior "
@@ -341,15 +344,13 @@ def _test_prior(args, proba, train_prior):
             f"model's outputs on the labelled validation data) to test against "
             f"them, or --shift-level 1 to adapt anyway."
         )
-        return prior, (
-            "shift or miscalibration (no --val-outputs); posteriors unchanged"
-        )
+        return prior, "shift or miscalibration (no --val-outputs)", False
     why = (
         "too few rows to test for shift"
         if np.isnan(shift.pvalue)
         else f"no shift found (p = {shift.pvalue:.3g} > {level:g})"
     )
-    return prior, f"{why}; posteriors unchanged"
+    return prior, why, False
 
 
 def _adapt(args):
@@ -365,11 +366,14 @@ def _adapt(args):
             f"or known."
         )
     start = time.perf_counter()
-    test_prior, how = _test_prior(args, proba, train_prior)
+    test_prior, how, adapted = _test_prior(args, proba, train_prior)
     with _library_errors():
         adjusted = adjust_to_prior(proba, train_prior, test_prior)
-    _say(args, f"test prior {how} ({time.perf_counter() - start:.1f}s)")
-    print(f"test prior ({how}):")
+    # (the values printed are the prior the output is adapted to: without an
+    # adaptation, the training prior, and the heading says so)
+    what = "test prior" if adapted else "not adapted, training prior kept"
+    _say(args, f"{what}: {how} ({time.perf_counter() - start:.1f}s)")
+    print(f"{what} ({how}):" if adapted else f"{what} ({how}; posteriors unchanged):")
     print(",".join(f"{value:.6f}" for value in test_prior))
     return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
 

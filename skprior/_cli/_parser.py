@@ -43,10 +43,11 @@ EXIT_CODES = """\
 file formats:
   .npy one array; .npz named arrays (--key picks one; default: the only array,
   else 'predictions', 'proba' or 'logits'; labels: 'labels', 'ground_truth' or
-  'y'); .csv/.txt comma-separated numbers, one sample per line (UTF-8, a BOM is
-  fine). A first line with no numbers, or pandas' default header 0,1,...,K-1
-  over float lines, is skipped as a header and reported; any other line that
-  is not all numbers is an error. Labels are class indices 0..m-1 (column
+  'y'); .csv/.txt numbers separated by commas (or by spaces or tabs, as
+  numpy.savetxt writes), one sample per line (UTF-8, a BOM is fine). A first
+  line with no numbers, or pandas' default header 0,1,...,K-1 over float
+  lines, is skipped as a header and reported; any other line that is not all
+  numbers is an error. Labels are class indices 0..m-1 (column
   numbers of the outputs). Outputs written to .npz use the key 'proba'.
 
 exit codes:
