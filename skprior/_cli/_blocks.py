@@ -23,8 +23,24 @@ from skprior._cli._io import numeric_matrix, read_labels, refuse_probabilities
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
 
+# The peak memory of each command in memory, as a multiple of the size of its
+# OUTPUTS file (float32 outputs, measured with /usr/bin/time -v: the commands
+# work in float64 where the library's results are float64, and hold the
+# input, the result and a few temporaries).
+MEMORY_FACTOR = {"can": 3, "adapt": 3, "calibrate": 5}
+# The share of the available memory an in-memory run may take.
+COMFORTABLE = 0.5
 
-def _memory_bytes():
+
+def _available_bytes():
+    """The memory available to a new allocation (MemAvailable; else physical)."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
@@ -32,17 +48,46 @@ def _memory_bytes():
 
 
 def wants_out_of_core(args):
-    """Whether OUTPUTS is to be processed block by block."""
+    """Whether OUTPUTS is to be processed block by block.
+
+    Asked for (--out-of-core), a .zarr store, or a .npy file whose in-memory
+    run (its size times the command's :data:`MEMORY_FACTOR`) would take more
+    than half of the memory available now.
+    """
     path = Path(args.outputs)
     if path.suffix.lower() in LAZY_SUFFIXES or getattr(args, "out_of_core", False):
         return True
-    memory = _memory_bytes()
-    return (
-        path.suffix.lower() == ".npy"
-        and path.is_file()
-        and memory is not None
-        and path.stat().st_size > memory // 2
-    )
+    if path.suffix.lower() != ".npy" or not path.is_file():
+        return False
+    memory = _available_bytes()
+    peak = path.stat().st_size * MEMORY_FACTOR.get(args.command, 3)
+    return memory is not None and peak > COMFORTABLE * memory
+
+
+def _open(path, option):
+    """The .npy or .zarr file ``path`` as a lazy Dask matrix of row blocks."""
+    from skprior._utils._npy_blocks import open_lazy
+
+    where = f"{option} {path}"
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".npy", ".zarr"):
+        raise InputError(
+            f"{where}: out-of-core processing reads .npy or .zarr files, not "
+            f"{suffix}; convert it, or drop --out-of-core."
+        )
+    if not Path(path).exists():
+        raise InputError(f"{where}: no such file.")
+    try:
+        array = open_lazy(path)
+    except ImportError as exc:
+        raise InputError(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{where} cannot be read ({exc}).") from exc
+    return numeric_matrix(array, where)
+
+
+def _first_block(array):
+    return array[: array.chunks[0][0]].compute()
 
 
 def open_outputs(args):
@@ -50,34 +95,40 @@ def open_outputs(args):
 
     The paths of --output and --diagram are checked first, before any work.
     """
-    from skprior._utils._npy_blocks import open_lazy
-
     _check_output(args)
-    path = args.outputs
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".npy", ".zarr"):
-        raise InputError(
-            f"{path}: out-of-core processing reads .npy or .zarr files, not "
-            f"{suffix}; convert it, or drop --out-of-core."
-        )
-    if not Path(path).exists():
-        raise InputError(f"{path}: no such file.")
-    try:
-        array = open_lazy(path)
-    except ImportError as exc:
-        raise InputError(str(exc)) from exc
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot be read ({exc}).") from exc
-    array = numeric_matrix(array, path)
+    array = _open(args.outputs, "OUTPUTS")
     if args.logits:
         from skprior import softmax_temperature
 
         # (its first block tells: a pass over the file for this would cost
         # as much as the command)
-        refuse_probabilities(array[: array.chunks[0][0]].compute(), f"OUTPUTS {path}")
-
+        refuse_probabilities(_first_block(array), f"OUTPUTS {args.outputs}")
         return softmax_temperature(array, 1.0)
     return array
+
+
+def _log(block):
+    with np.errstate(divide="ignore"):  # (log 0 = -inf, a valid logit)
+        return np.log(block.astype(np.float64))
+
+
+def open_logits(args, path=None, option="OUTPUTS"):
+    """``path`` (OUTPUTS by default) as lazy float64 logits.
+
+    Files of --logits as they are; probabilities (checked block by block, as
+    they are computed) as their logarithm, as in memory.
+    """
+    from skprior._utils._validation import check_proba
+
+    if path is None:
+        _check_output(args)
+    path = args.outputs if path is None else path
+    array = _open(path, option)
+    if args.logits:
+        refuse_probabilities(_first_block(array), f"{option} {path}")
+        return array.astype(np.float64)
+    proba = check_proba(array, name=f"{option} {path}", lazy=True)
+    return proba.map_blocks(_log, dtype=np.float64)
 
 
 def _is_zarr_array(path):
@@ -131,19 +182,23 @@ def _check_output(args):
             )
 
 
-def _labels(args, n_rows, n_columns):
-    """The --labels, lazily for .npy and .zarr files, checked in one pass."""
+def lazy_labels(args, path, option, n_rows, n_columns, rows_of="the outputs"):
+    """The labels in ``path``: lazily for .npy and .zarr files, checked in a pass.
+
+    Text files are read in memory (:func:`read_labels`).
+    """
+    import dask
+    import dask.array as da
+
     from skprior._utils._npy_blocks import open_lazy
 
-    if args.labels is None:
-        return None
-    where = f"--labels {args.labels}"
-    if Path(args.labels).suffix.lower() not in (".npy", ".zarr"):
+    where = f"{option} {path}"
+    if Path(path).suffix.lower() not in (".npy", ".zarr"):
         return read_labels(
-            args.labels, n_rows, n_columns, option="--labels", key=args.labels_key
+            path, n_rows, n_columns, option=option, key=args.labels_key, rows_of=rows_of
         )
     try:
-        labels = open_lazy(args.labels)
+        labels = open_lazy(path)
     except (OSError, ValueError) as exc:
         raise InputError(f"{where} cannot be read ({exc}).") from exc
     if labels.ndim == 2 and labels.shape[1] == 1:
@@ -156,12 +211,9 @@ def _labels(args, n_rows, n_columns):
         )
     if labels.shape[0] != n_rows:
         raise InputError(
-            f"{where} has {labels.shape[0]} labels but the outputs have {n_rows} "
+            f"{where} has {labels.shape[0]} labels but {rows_of} have {n_rows} "
             f"rows; give one label per row, in the same order."
         )
-    import dask
-    import dask.array as da
-
     bad = ~da.isfinite(labels) | (labels != da.round(labels))
     bad |= (labels < 0) | (labels >= n_columns)
     if dask.compute(bad.any())[0]:
@@ -200,7 +252,9 @@ def finish(args, before, after, say):
     The labels are read and checked first, so that a bad labels file is
     reported before the long pass that writes the output.
     """
-    labels = _labels(args, *before.shape)
+    labels = None
+    if args.labels is not None:
+        labels = lazy_labels(args, args.labels, "--labels", *before.shape)
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 

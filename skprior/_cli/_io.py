@@ -70,10 +70,17 @@ def refuse_probabilities(array, where):
         )
 
 
-def _finite_logits(array, where):
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+def _finite_logits(array, where, dtype=np.float64):
+    """``array`` (the caller's own) as ``dtype`` logits, refused unless finite.
+
+    No copy when it has that dtype already, and no temporary of its size:
+    every value of a row is finite when its maximum and minimum are.
+    """
+    array = np.asarray(array, dtype=dtype)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(array.max(axis=1)) & np.isfinite(array.min(axis=1))
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
         raise InputError(
             f"{where}: the logits contain NaN or infinite values (first in row "
             f"{row}); check the model's outputs."
@@ -81,20 +88,30 @@ def _finite_logits(array, where):
     return array
 
 
+def _softmax_in_place(logits):
+    """``scipy.special.softmax(logits, axis=1)``'s steps, written into ``logits``."""
+    logits -= logits.max(axis=1, keepdims=True)
+    np.exp(logits, out=logits)
+    logits /= logits.sum(axis=1, keepdims=True)
+    return logits
+
+
 def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
     """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
 
-    With ``logits=True`` the array is passed through a softmax over each row.
+    With ``logits=True`` the array is passed through a softmax over each row,
+    in place, in float32 for float16 and float32 logits (as probabilities of
+    those types are kept in float32), else in float64.
     """
-    from scipy.special import softmax
-
     from skprior._utils._validation import check_proba
 
     where = describe(option, path)
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     if logits:
         refuse_probabilities(array, where)
-        array = softmax(_finite_logits(array, where), axis=1)
+        single = array.dtype in (np.float16, np.float32)
+        dtype = np.float32 if single else np.float64
+        array = _softmax_in_place(_finite_logits(array, where, dtype))
     try:
         proba = check_proba(array, name=where, logits_fix="pass --logits")
     except ValueError as exc:
@@ -111,12 +128,14 @@ def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note)
 
     Logits are returned as they are (finite values only); probabilities are
     validated and their logarithm returned (``-inf`` for exact zeros), whose
-    softmax gives the probabilities back.
+    softmax gives the probabilities back. The array read is converted in
+    place where its type allows.
     """
     if not logits:
         proba = read_outputs(path, option=option, key=key, note=note)
+        logits = np.asarray(proba, dtype=np.float64)  # (proba is this reader's own)
         with np.errstate(divide="ignore"):
-            return np.log(proba.astype(np.float64))
+            return np.log(logits, out=logits)
     where = describe(option, path)
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     refuse_probabilities(array, where)
