@@ -246,15 +246,15 @@ def _report(before, after, labels):
     print_change(old, new)
 
 
-def finish(args, before, after, say):
-    """Write --output block by block and print the report of --labels.
+def report_labels(args, outputs):
+    """The --labels of the Dask ``outputs`` (None without), checked."""
+    if args.labels is None:
+        return None
+    return lazy_labels(args, args.labels, "--labels", *outputs.shape)
 
-    The labels are read and checked first, so that a bad labels file is
-    reported before the long pass that writes the output.
-    """
-    labels = None
-    if args.labels is not None:
-        labels = lazy_labels(args, args.labels, "--labels", *before.shape)
+
+def finish(args, before, after, labels, say):
+    """Write --output block by block and print the report of ``labels``."""
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 

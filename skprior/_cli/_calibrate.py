@@ -123,7 +123,7 @@ def _calibrate(args):
 
     _check_method_options(args, CALIBRATE_OPTIONS)
     if wants_out_of_core(args):
-        logits, labels = _cli_blocks.open_logits(args), None
+        logits = _cli_blocks.open_logits(args)
         _say(
             args,
             f"{args.outputs}: {logits.shape[0]} rows, {logits.shape[1]} classes, "
@@ -131,7 +131,7 @@ def _calibrate(args):
         )
     else:
         logits = _load(args, read=read_logits)
-        labels = _report_labels(args, logits)
+    labels = _report_labels(args, logits)
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
     with _library_errors():
@@ -140,12 +140,16 @@ def _calibrate(args):
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
     print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
     del fit_logits, fit_labels
-    before, old = softmax_temperature(logits, 1.0), None
-    if labels is not None and args.diagram is None:
-        old, before = _scores(args, before, labels, "before"), None
+    # (in memory, the uncalibrated probabilities only for the report: the
+    # scores of --labels, or the diagram, which needs both arrays)
+    lazy, before, old = not isinstance(logits, np.ndarray), None, None
+    if lazy or args.diagram is not None:
+        before = softmax_temperature(logits, 1.0)
+    elif labels is not None:
+        old = _scores(args, softmax_temperature(logits, 1.0), labels, "before")
     with _library_errors():
         after = apply_calibration(logits, fitted)
-    if not isinstance(logits, np.ndarray):
-        return _cli_blocks.finish(args, before, after, _say)
+    if lazy:
+        return _cli_blocks.finish(args, before, after, labels, _say)
     del logits
     return _finish(args, before, after, labels, fitted, old=old)

@@ -77,7 +77,12 @@ def _labels(args, path, option, shape, rows_of="OUTPUTS"):
 
 
 def _report_labels(args, outputs):
-    """The --labels of OUTPUTS (None without), read before any long computation."""
+    """The --labels of OUTPUTS (None without), read before any long computation.
+
+    Out of core (``outputs`` a Dask array), lazily for .npy and .zarr files.
+    """
+    if not isinstance(outputs, np.ndarray):
+        return _cli_blocks.report_labels(args, outputs)
     if args.labels is None:
         return None
     return _labels(args, args.labels, "--labels", outputs.shape)
@@ -87,7 +92,8 @@ def _outputs(args):
     """OUTPUTS as probabilities, and its --labels (None without).
 
     Out of core (:mod:`skprior._cli._blocks`), OUTPUTS is a Dask array of row
-    blocks, and the labels are read when the report is printed.
+    blocks, and so are the labels of a .npy or .zarr file, checked now (one
+    pass over them) rather than after the long passes over OUTPUTS.
     """
     if not wants_out_of_core(args):
         proba = _load(args)
@@ -98,7 +104,7 @@ def _outputs(args):
         f"{args.outputs}: {proba.shape[0]} rows, {proba.shape[1]} classes, "
         f"{len(proba.chunks[0])} blocks (out of core)",
     )
-    return proba, None
+    return proba, _report_labels(args, proba)
 
 
 def _finish(args, before, after, labels, extra=None, old=None):
@@ -108,7 +114,7 @@ def _finish(args, before, after, labels, extra=None, old=None):
     (``before`` is then None).
     """
     if not isinstance(after, np.ndarray):  # (out of core: a Dask array)
-        return _cli_blocks.finish(args, before, after, _say)
+        return _cli_blocks.finish(args, before, after, labels, _say)
     if args.output is not None:
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
