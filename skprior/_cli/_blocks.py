@@ -1,14 +1,18 @@
 """The out-of-core steps of the ``skprior`` commands, on files larger than memory.
 
-An OUTPUTS file in .zarr, a .npy file larger than half the machine's memory,
-or any .npy file with ``--out-of-core``, is read as a Dask array of row
-blocks (:mod:`skprior._utils._npy_blocks`) and the library's functions run on it as
+An OUTPUTS file in .zarr, any .npy file with ``--out-of-core``, or a .npy
+file whose in-memory run would take more than half the available memory
+(:func:`wants_out_of_core`), is read as a Dask array of row blocks
+(:mod:`skprior._utils._npy_blocks`) and the library's functions run on it as
 on any Dask array: the estimate of the prior is one pass per EM step, CAN
 (``--n-iter 1``, or a ``--reference`` held in memory) one pass for its
-column sums, and the result is computed and written to ``--output`` (.npy or
-.zarr) block by block. Memory holds a few blocks whatever the file size.
-``--labels`` prints the accuracy and the ECE before and after (a pass each);
-``--diagram`` needs the outputs in memory and is refused.
+column sums, a calibration a pass per step of its fit, and the result is
+computed and written to ``--output`` (.npy or .zarr) block by block, into a
+temporary renamed once complete. Memory holds a few blocks whatever the
+file size. .npy and .zarr labels are read by blocks too, and checked in one
+pass before the passes over OUTPUTS. ``--labels`` prints the accuracy and
+the ECE before and after (a pass each); ``--diagram`` needs the outputs in
+memory and is refused.
 """
 
 import os

@@ -72,6 +72,7 @@ def _advance(progress, done, total):
     """Move the bar ``progress`` to ``done`` of ``total`` (the most there may be)."""
     progress.total = total
     progress.update(done - progress.n)
+    progress.refresh()  # (each fit is long: drawn at once, whatever tqdm's pace)
 
 
 def _fit_calibration(args, fit_logits, fit_labels):

@@ -123,14 +123,16 @@ _reg_lambda = _or_auto(float, "a number")  # --reg-lambda
 HELP = {
     "outputs": "model outputs, one row per sample (.npy, .npz, .csv)",
     "--key": "array name inside .npz outputs files",
-    "--logits": "the outputs files hold logits: apply a softmax to each row first",
+    "--logits": "every outputs file of the command holds logits: apply a softmax to "
+    "each row first (a file of probabilities is refused)",
     "--output": "write the adjusted probabilities here (.npy, .npz, .csv)",
     "--labels": "true labels of OUTPUTS: print accuracy, ECE and NLL before and after",
     "--labels-key": "array name inside .npz labels files",
     "--diagram": "with --labels: save a reliability diagram, before and after",
     "--quiet": "no progress messages on stderr",
     "--out-of-core": "process a .npy OUTPUTS block by block with Dask (automatic for "
-    ".zarr and for .npy files larger than half the memory; can and adapt)",
+    ".zarr, and for a .npy file whose in-memory run would take over half the "
+    "available memory)",
     "--prior": "training prior: a comma list (0.2,0.3,0.5, or counts; one entry per "
     "class) or a file holding one vector",
     "--prior-from-labels": "count the training prior from this file of training labels",

@@ -142,3 +142,24 @@ def test_progress_bars_on_a_terminal_only(folder, monkeypatch, capsys, quiet):
     monkeypatch.setattr(sys, "stderr", sys.__stderr__)
     assert main([*argv, "--out-of-core", "-o", "o.npy"]) == 0
     assert "%|" not in capsys.readouterr().err  # (capsys: not a terminal)
+
+
+def test_dirichlet_auto_draws_a_bar_of_its_fold_fits(folder, monkeypatch):
+    """Where the library reports its fold fits (``progress(done, most)``), the
+    cross-validation of reg_lambda='auto' draws a bar of them."""
+    from skprior.calibration import _classifier
+
+    real = _classifier.fit_calibration
+
+    def reporting(method, logits, y, *, reg_lambda, reg_mu, progress=None):
+        for done in range(1, 4):
+            progress(done, 10)
+        return real(method, logits, y, reg_lambda=1.0, reg_mu=reg_mu)
+
+    monkeypatch.setattr(_classifier, "fit_calibration", reporting)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["calibrate", "p.npy", "--fit-labels", "y.npy", "--method", "dirichlet"]
+    assert main(argv) == 0
+    assert "choosing reg_lambda (fold fits):  30%|" in terminal.getvalue()
+    assert "3/10" in terminal.getvalue()
