@@ -117,6 +117,8 @@ def _cli_call(folder, argv, keep=(), absent=(), stdout=None):
     finally:
         os.chdir(cwd)
     changed = [name for name in keep if (folder / name).read_bytes() != before[name]]
+    for name in changed:  # (restored for the next cases)
+        (folder / name).write_bytes(before[name])
     left = [name for name in absent if code and os.path.lexists(folder / name)]
     for name in left:
         if (folder / name).is_file():

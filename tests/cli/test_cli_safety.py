@@ -208,3 +208,52 @@ def test_out_of_core_output_folder_is_clear(folder, capsys):
 def test_demo_bad_seed_is_a_usage_error(capsys, seed):
     code, _, err = run(capsys, "demo", "--seed", seed)
     assert code == 2 and "not a seed" in err and "Traceback" not in err
+
+
+def test_folder_results_replace_only_on_success(tmp_path):
+    """The .zarr path of the atomic writer (zarr itself need not be installed):
+    a folder written beside the target replaces it whole on success; on a
+    failure the target is as it was and nothing is left beside it."""
+    from skprior._utils._npy_blocks import replaced_atomically
+
+    target = tmp_path / "out.zarr"
+    with replaced_atomically(target, folder=True) as temporary:
+        (Path(temporary) / ".zarray").write_text("new")
+    assert (target / ".zarray").read_text() == "new"
+    with pytest.raises(OSError), replaced_atomically(target, folder=True) as temporary:
+        (Path(temporary) / ".zarray").write_text("half")
+        raise OSError(28, "No space left on device")
+    assert (target / ".zarray").read_text() == "new"
+    with replaced_atomically(target, folder=True) as temporary:
+        (Path(temporary) / "zarr.json").write_text("newer")
+    assert sorted(p.name for p in target.iterdir()) == ["zarr.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+
+
+@pytest.mark.parametrize(
+    ("files", "replaced"),
+    [
+        ({".zarray": "{}", "0.0": "", "1.0": "", ".zattrs": "{}"}, True),
+        ({"zarr.json": '{"node_type": "array"}', "c/0/0": ""}, True),
+        ({"zarr.json": '{"node_type": "group"}'}, False),
+        ({".zgroup": "{}", "proba/.zarray": "{}"}, False),
+        ({".zarray": "{}", "0.0": "", "notes.txt": "mine"}, False),
+        ({}, False),
+    ],
+)
+def test_only_a_zarr_array_is_replaced(tmp_path, capsys, files, replaced):
+    from argparse import Namespace
+
+    from skprior._cli import _blocks
+
+    store = tmp_path / "out.zarr"
+    store.mkdir()
+    for name, text in files.items():
+        (store / name).parent.mkdir(parents=True, exist_ok=True)
+        (store / name).write_text(text)
+    args = Namespace(diagram=None, output=str(store))
+    if replaced:
+        _blocks._check_output(args)
+    else:
+        with pytest.raises(_blocks.InputError, match="not a Zarr array"):
+            _blocks._check_output(args)
