@@ -339,11 +339,12 @@ INPUT_OPTIONS = {
 
 
 def _is_within(path, target):
-    """Whether ``path`` is the file or folder ``target``, or inside it."""
+    """Whether ``path`` is the file ``target``, or inside the .zarr ``target``."""
     path, target = Path(path), Path(target)
-    if path.resolve() == target.resolve() or path.resolve().is_relative_to(
+    inside = target.suffix.lower() == ".zarr" and path.resolve().is_relative_to(
         target.resolve()
-    ):
+    )
+    if path.resolve() == target.resolve() or inside:
         return True
     try:  # (another name of the same file: a hard link)
         return path.exists() and target.exists() and path.samefile(target)

@@ -257,3 +257,17 @@ def test_only_a_zarr_array_is_replaced(tmp_path, capsys, files, replaced):
     else:
         with pytest.raises(_blocks.InputError, match="not a Zarr array"):
             _blocks._check_output(args)
+
+
+def test_output_zarr_holding_an_input_is_refused(folder, capsys):
+    """An input inside the .zarr folder the output would replace."""
+    store = folder / "out.zarr"
+    store.mkdir()
+    np.save(store / "p.npy", np.load(folder / "p.npy"))
+    argv = ["can", store / "p.npy", "--prior", "1,1,1,1", "-o", store]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "would destroy" in err
+    code, _, err = run(
+        capsys, "can", folder / "p.npy", "--prior", "1,1,1,1", "-o", folder
+    )
+    assert code == 2 and "would destroy" not in err and "unknown file type" in err
