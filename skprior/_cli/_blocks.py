@@ -1,27 +1,50 @@
 """The out-of-core steps of the ``skprior`` commands, on files larger than memory.
 
-An OUTPUTS file in .zarr, a .npy file larger than half the machine's memory,
-or any .npy file with ``--out-of-core``, is read as a Dask array of row
-blocks (:mod:`skprior._utils._npy_blocks`) and the library's functions run on it as
+An OUTPUTS file in .zarr, any .npy file with ``--out-of-core``, or a .npy
+file whose in-memory run would take more than half the available memory
+(:func:`wants_out_of_core`), is read as a Dask array of row blocks
+(:mod:`skprior._utils._npy_blocks`) and the library's functions run on it as
 on any Dask array: the estimate of the prior is one pass per EM step, CAN
 (``--n-iter 1``, or a ``--reference`` held in memory) one pass for its
-column sums, and the result is computed and written to ``--output`` (.npy or
-.zarr) block by block. Memory holds a few blocks whatever the file size.
-``--labels`` prints the accuracy and the ECE before and after (a pass each);
-``--diagram`` needs the outputs in memory and is refused.
+column sums, a calibration a pass per step of its fit, and the result is
+computed and written to ``--output`` (.npy or .zarr) block by block, into a
+temporary renamed once complete. Memory holds a few blocks whatever the
+file size. .npy and .zarr labels are read by blocks too, and checked in one
+pass before the passes over OUTPUTS. ``--labels`` prints the accuracy and
+the ECE before and after (a pass each); ``--diagram`` needs the outputs in
+memory and is refused.
 """
 
 import os
+import re
 from pathlib import Path
 
+import numpy as np
+
 from skprior._cli._common import InputError
-from skprior._cli._io import numeric_matrix, read_labels
+from skprior._cli._io import numeric_matrix, read_labels, refuse_probabilities
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
 
+# The peak memory of each command in memory, as a multiple of the size of its
+# OUTPUTS file (float32 outputs, measured with /usr/bin/time -v: the commands
+# work in float64 where the library's results are float64, and hold the
+# input, the result and a few temporaries).
+MEMORY_FACTOR = {"can": 3, "adapt": 3, "calibrate": 5}
+# The share of the available memory an in-memory run may take.
+COMFORTABLE = 0.5
 
-def _memory_bytes():
+
+def _available_bytes():
+    """The memory available to a new allocation (MemAvailable; else physical)."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
@@ -29,17 +52,46 @@ def _memory_bytes():
 
 
 def wants_out_of_core(args):
-    """Whether OUTPUTS is to be processed block by block."""
+    """Whether OUTPUTS is to be processed block by block.
+
+    Asked for (--out-of-core), a .zarr store, or a .npy file whose in-memory
+    run (its size times the command's :data:`MEMORY_FACTOR`) would take more
+    than half of the memory available now.
+    """
     path = Path(args.outputs)
     if path.suffix.lower() in LAZY_SUFFIXES or getattr(args, "out_of_core", False):
         return True
-    memory = _memory_bytes()
-    return (
-        path.suffix.lower() == ".npy"
-        and path.is_file()
-        and memory is not None
-        and path.stat().st_size > memory // 2
-    )
+    if path.suffix.lower() != ".npy" or not path.is_file():
+        return False
+    memory = _available_bytes()
+    peak = path.stat().st_size * MEMORY_FACTOR.get(args.command, 3)
+    return memory is not None and peak > COMFORTABLE * memory
+
+
+def _open(path, option):
+    """The .npy or .zarr file ``path`` as a lazy Dask matrix of row blocks."""
+    from skprior._utils._npy_blocks import open_lazy
+
+    where = f"{option} {path}"
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".npy", ".zarr"):
+        raise InputError(
+            f"{where}: out-of-core processing reads .npy or .zarr files, not "
+            f"{suffix}; convert it, or drop --out-of-core."
+        )
+    if not Path(path).exists():
+        raise InputError(f"{where}: no such file.")
+    try:
+        array = open_lazy(path)
+    except ImportError as exc:
+        raise InputError(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{where} cannot be read ({exc}).") from exc
+    return numeric_matrix(array, where)
+
+
+def _first_block(array):
+    return array[: array.chunks[0][0]].compute()
 
 
 def open_outputs(args):
@@ -47,30 +99,62 @@ def open_outputs(args):
 
     The paths of --output and --diagram are checked first, before any work.
     """
-    from skprior._utils._npy_blocks import open_lazy
-
     _check_output(args)
-    path = args.outputs
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".npy", ".zarr"):
-        raise InputError(
-            f"{path}: out-of-core processing reads .npy or .zarr files, not "
-            f"{suffix}; convert it, or drop --out-of-core."
-        )
-    if not Path(path).exists():
-        raise InputError(f"{path}: no such file.")
-    try:
-        array = open_lazy(path)
-    except ImportError as exc:
-        raise InputError(str(exc)) from exc
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot be read ({exc}).") from exc
-    array = numeric_matrix(array, path)
+    array = _open(args.outputs, "OUTPUTS")
     if args.logits:
         from skprior import softmax_temperature
 
+        # (its first block tells: a pass over the file for this would cost
+        # as much as the command)
+        refuse_probabilities(_first_block(array), f"OUTPUTS {args.outputs}")
         return softmax_temperature(array, 1.0)
     return array
+
+
+def _log(block):
+    with np.errstate(divide="ignore"):  # (log 0 = -inf, a valid logit)
+        return np.log(block.astype(np.float64))
+
+
+def open_logits(args, path=None, option="OUTPUTS"):
+    """``path`` (OUTPUTS by default) as lazy float64 logits.
+
+    Files of --logits as they are; probabilities (checked block by block, as
+    they are computed) as their logarithm, as in memory.
+    """
+    from skprior._utils._validation import check_proba
+
+    if path is None:
+        _check_output(args)
+    path = args.outputs if path is None else path
+    array = _open(path, option)
+    if args.logits:
+        refuse_probabilities(_first_block(array), f"{option} {path}")
+        return array.astype(np.float64)
+    proba = check_proba(array, name=f"{option} {path}", lazy=True)
+    return proba.map_blocks(_log, dtype=np.float64)
+
+
+def _is_zarr_array(path):
+    """Whether the folder ``path`` holds one Zarr array and nothing else.
+
+    Its metadata (``.zarray``, Zarr 2; ``zarr.json`` of an array, Zarr 3), its
+    attributes, and chunks (names of digits and dots, or Zarr 3's ``c``).
+    """
+    entries = {entry.name for entry in Path(path).iterdir()}
+    if ".zarray" in entries:
+        metadata = {".zarray", ".zattrs"}
+    elif "zarr.json" in entries:
+        text = (Path(path) / "zarr.json").read_text(errors="replace")
+        if '"array"' not in text:
+            return False
+        metadata = {"zarr.json", "c"}
+    else:
+        return False
+    return all(name in metadata or _CHUNK.fullmatch(name) for name in entries)
+
+
+_CHUNK = re.compile(r"[0-9]+([./][0-9]+)*")
 
 
 def _check_output(args):
@@ -79,34 +163,73 @@ def _check_output(args):
             "--diagram needs the outputs in memory; out-of-core runs print the "
             "accuracy and ECE only. Drop --diagram."
         )
-    if args.output is not None:
-        suffix = Path(args.output).suffix.lower()
-        if suffix not in OUTPUT_SUFFIXES:
+    if args.output is None:
+        return
+    output = Path(args.output)
+    suffix = output.suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise InputError(
+            f"--output {output}: out-of-core output is written block by block to "
+            f".npy or .zarr, not {suffix}."
+        )
+    if not output.resolve().parent.is_dir():
+        raise InputError(f"--output {output}: the folder does not exist.")
+    if suffix == ".npy" and output.is_dir():
+        raise InputError(f"--output {output} is a folder; name a .npy file.")
+    # A .zarr output replaces an earlier result, never a folder of other files.
+    if suffix == ".zarr" and output.exists():
+        if not output.is_dir() or not _is_zarr_array(output):
             raise InputError(
-                f"{args.output}: out-of-core output is written block by block to "
-                f".npy or .zarr, not {suffix}."
+                f"--output {output} exists and is not a Zarr array that an "
+                f"earlier run wrote (it holds other files, or is a group); it "
+                f"is replaced as a whole, so name a new .zarr folder."
             )
-        if not Path(args.output).resolve().parent.is_dir():
-            raise InputError(f"{args.output}: the folder does not exist.")
 
 
-def _labels(args, n_rows, n_columns):
+def lazy_labels(args, path, option, n_rows, n_columns, rows_of="the outputs"):
+    """The labels in ``path``: lazily for .npy and .zarr files, checked in a pass.
+
+    Text files are read in memory (:func:`read_labels`).
+    """
+    import dask
+    import dask.array as da
+
     from skprior._utils._npy_blocks import open_lazy
 
-    if args.labels is None:
-        return None
-    if Path(args.labels).suffix.lower() in (".npy", ".zarr"):
-        labels = open_lazy(args.labels)
-    else:
-        labels = read_labels(
-            args.labels, n_rows, n_columns, option="--labels", key=args.labels_key
+    where = f"{option} {path}"
+    if Path(path).suffix.lower() not in (".npy", ".zarr"):
+        return read_labels(
+            path, n_rows, n_columns, option=option, key=args.labels_key, rows_of=rows_of
+        )
+    try:
+        labels = open_lazy(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{where} cannot be read ({exc}).") from exc
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1 or labels.dtype.kind not in "iuf":
+        raise InputError(
+            f"{where}: labels must be one class index 0..{n_columns - 1} per row "
+            f"(a 1-D array of integers), got shape {labels.shape} and dtype "
+            f"{labels.dtype}; save numpy.asarray(labels, dtype=int)."
         )
     if labels.shape[0] != n_rows:
         raise InputError(
-            f"{args.labels} has {labels.shape[0]} labels but the outputs have "
-            f"{n_rows} rows."
+            f"{where} has {labels.shape[0]} labels but {rows_of} have {n_rows} "
+            f"rows; give one label per row, in the same order."
         )
-    return labels
+    bad = ~da.isfinite(labels) | (labels != da.round(labels))
+    bad |= (labels < 0) | (labels >= n_columns)
+    if dask.compute(bad.any())[0]:
+        row = int(da.argmax(bad).compute())
+        value = float(labels[row : row + 1].compute()[0])
+        raise InputError(
+            f"{where}: label {row} (counting from 0) is {value:g}; labels are "
+            f"class indices 0..{n_columns - 1} (the column numbers of the "
+            f"outputs): whole numbers in that range (if they count from 1, "
+            f"subtract 1)."
+        )
+    return labels.astype(np.int64)
 
 
 def _report(before, after, labels):
@@ -127,14 +250,26 @@ def _report(before, after, labels):
     print_change(old, new)
 
 
-def finish(args, before, after, say):
-    """Write --output block by block and print the report of --labels."""
+def report_labels(args, outputs):
+    """The --labels of the Dask ``outputs`` (None without), checked."""
+    if args.labels is None:
+        return None
+    return lazy_labels(args, args.labels, "--labels", *outputs.shape)
+
+
+def finish(args, before, after, labels, say):
+    """Write --output block by block and print the report of ``labels``."""
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 
-        store_lazy(args.output, after)
+        try:
+            store_lazy(args.output, after)
+        except OSError as exc:
+            raise InputError(
+                f"--output {args.output} cannot be written ({exc}); nothing was "
+                f"written (a partial result is removed)."
+            ) from exc
         say(args, f"wrote {args.output} block by block")
-    labels = _labels(args, *before.shape)
     if labels is not None:
         _report(before, after, labels)
     return 0

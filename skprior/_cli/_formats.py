@@ -13,7 +13,8 @@ file whose bytes are another format's is refused with the rename to make):
     (the other formats hold one array), so that .npz and .npy files can be
     mixed in one command.
 ``.csv`` / ``.txt``
-    Comma-separated numbers, one sample per line, no index column, UTF-8 (a
+    Numbers separated by commas, or by spaces or tabs (``numpy.savetxt``'s
+    default) in a file without a comma, one sample per line, no index column, UTF-8 (a
     byte-order mark is allowed) or UTF-16 with its mark. A first line is a
     header, skipped and reported, when it holds no numbers, or when it is
     pandas' default column names ``0,1,...,K-1`` over lines of floats written
@@ -197,10 +198,10 @@ def _is_number(cell):
     return True
 
 
-def _header(numbered, where):
+def _header(numbered, where, delimiter):
     """Why the first line is a header (None if it is data)."""
     number, line = numbered[0]
-    cells = [cell.strip() for cell in line.split(",")]
+    cells = [cell.strip() for cell in line.split(delimiter)]
     if len(cells) > 1 and cells[0] == "" and all(cells[1:]):
         raise InputError(
             f"{where}: line {number} {line.strip()!r} starts with an empty column "
@@ -225,7 +226,7 @@ def _header(numbered, where):
     return None
 
 
-def _bad_line(numbered, where, what, exc):
+def _bad_line(numbered, where, what, exc, delimiter):
     """The message for the first line that is not as many numbers as the first."""
     fix = (
         "labels are class indices 0..m-1 (the column numbers of the outputs), one "
@@ -236,7 +237,7 @@ def _bad_line(numbered, where, what, exc):
     )
     width = first = None
     for number, line in numbered:
-        cells = line.split(",")
+        cells = line.split(delimiter)
         for position, cell in enumerate(cells, start=1):
             if not _is_number(cell):
                 separator = next((s for s in (";", "\t") if s in line), None)
@@ -273,7 +274,9 @@ def _read_text(path, where, note, what):
         )
     if not numbered:
         raise InputError(f"{where} holds no data lines; {_EMPTY_FIX[what]}.")
-    reason = _header(numbered, where)
+    # Commas, or else any whitespace (numpy.savetxt's default is a space).
+    delimiter = "," if any("," in line for _, line in numbered) else None
+    reason = _header(numbered, where, delimiter)
     if reason is not None:
         number, line = numbered.pop(0)
         shown = line.strip()[:60]
@@ -285,13 +288,13 @@ def _read_text(path, where, note, what):
     try:
         array = np.loadtxt(
             [line for _, line in numbered],
-            delimiter=",",
+            delimiter=delimiter,
             dtype=np.float64,
             comments=None,
             ndmin=2,
         )
     except ValueError as exc:
-        raise InputError(_bad_line(numbered, where, what, exc)) from exc
+        raise InputError(_bad_line(numbered, where, what, exc, delimiter)) from exc
     _refuse_index_column(array, where)
     return array[:, 0] if array.shape[1] == 1 else array
 

@@ -47,10 +47,40 @@ def numeric_matrix(array, where):
     return array
 
 
-def _finite_logits(array, where):
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+def refuse_probabilities(array, where):
+    """Refuse, under --logits, a file whose rows are probabilities.
+
+    --logits applies to every outputs file of a command, and the softmax of
+    probabilities is a valid-looking wrong answer (a calibration fitted on
+    them gave NLL 1.72 for 0.37). Every entry in [0, 1] and every row summing
+    to one is no accident for logits: the library's own test
+    (``warn_if_probabilities``), with float16's looser sums.
+    """
+    tolerance = 1e-3 if array.dtype == np.float16 else 1e-4
+    if (
+        array.min() >= 0
+        and array.max() <= 1
+        and np.abs(array.sum(axis=1, dtype=np.float64) - 1).max() <= tolerance
+    ):
+        raise InputError(
+            f"{where} holds probabilities (every entry in [0, 1], every row "
+            f"summing to 1), but --logits says that every outputs file of the "
+            f"command holds logits. Drop --logits if every file holds "
+            f"probabilities, or save this one as logits: numpy.log(proba)."
+        )
+
+
+def _finite_logits(array, where, dtype=np.float64):
+    """``array`` (the caller's own) as ``dtype`` logits, refused unless finite.
+
+    No copy when it has that dtype already, and no temporary of its size:
+    every value of a row is finite when its maximum and minimum are.
+    """
+    array = np.asarray(array, dtype=dtype)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(array.max(axis=1)) & np.isfinite(array.min(axis=1))
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
         raise InputError(
             f"{where}: the logits contain NaN or infinite values (first in row "
             f"{row}); check the model's outputs."
@@ -58,19 +88,30 @@ def _finite_logits(array, where):
     return array
 
 
+def _softmax_in_place(logits):
+    """``scipy.special.softmax(logits, axis=1)``'s steps, written into ``logits``."""
+    logits -= logits.max(axis=1, keepdims=True)
+    np.exp(logits, out=logits)
+    logits /= logits.sum(axis=1, keepdims=True)
+    return logits
+
+
 def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
     """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
 
-    With ``logits=True`` the array is passed through a softmax over each row.
+    With ``logits=True`` the array is passed through a softmax over each row,
+    in place, in float32 for float16 and float32 logits (as probabilities of
+    those types are kept in float32), else in float64.
     """
-    from scipy.special import softmax
-
     from skprior._utils._validation import check_proba
 
     where = describe(option, path)
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     if logits:
-        array = softmax(_finite_logits(array, where), axis=1)
+        refuse_probabilities(array, where)
+        single = array.dtype in (np.float16, np.float32)
+        dtype = np.float32 if single else np.float64
+        array = _softmax_in_place(_finite_logits(array, where, dtype))
     try:
         proba = check_proba(array, name=where, logits_fix="pass --logits")
     except ValueError as exc:
@@ -87,14 +128,17 @@ def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note)
 
     Logits are returned as they are (finite values only); probabilities are
     validated and their logarithm returned (``-inf`` for exact zeros), whose
-    softmax gives the probabilities back.
+    softmax gives the probabilities back. The array read is converted in
+    place where its type allows.
     """
     if not logits:
         proba = read_outputs(path, option=option, key=key, note=note)
+        logits = np.asarray(proba, dtype=np.float64)  # (proba is this reader's own)
         with np.errstate(divide="ignore"):
-            return np.log(proba.astype(np.float64))
+            return np.log(logits, out=logits)
     where = describe(option, path)
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    refuse_probabilities(array, where)
     return _finite_logits(array, where)
 
 
@@ -254,20 +298,82 @@ def write_array(path, proba, extra=None):
 
     ``.npz`` files hold ``proba`` under the key ``proba`` and the arrays of
     ``extra`` (a dict) under their names; .npy and .csv hold ``proba`` only.
+    The file is written beside ``path`` and renamed to it once complete, so
+    that a failure (a full disk) leaves no partial result and an existing
+    file as it was.
     """
+    from skprior._utils._npy_blocks import replaced_atomically
+
     suffix = check_output_path(path)
     try:
         # (through a file object: given a name, numpy would append ".npy" or
-        # ".npz" to an upper-case extension)
-        if suffix == ".npy":
-            with open(path, "wb") as handle:
+        # ".npz" to an upper-case extension; closed inside the block, so that
+        # an error of the last write is raised before the rename)
+        with replaced_atomically(path) as temporary, open(temporary, "wb") as handle:
+            if suffix == ".npy":
                 np.save(handle, proba)
-        elif suffix == ".npz":
-            with open(path, "wb") as handle:
+            elif suffix == ".npz":
                 np.savez(handle, proba=proba, **(extra or {}))
-        else:
-            # Enough digits to read the same floats back.
-            digits = 9 if proba.dtype == np.float32 else 17
-            np.savetxt(path, proba, delimiter=",", fmt=f"%.{digits}g")
+            else:
+                # Enough digits to read the same floats back.
+                digits = 9 if proba.dtype == np.float32 else 17
+                np.savetxt(handle, proba, delimiter=",", fmt=f"%.{digits}g")
     except OSError as exc:
         raise InputError(f"--output {path} cannot be written ({exc}).") from exc
+
+
+# The options that name a file the command reads (the prior options when
+# they name a file rather than list numbers).
+INPUT_OPTIONS = {
+    "outputs": "OUTPUTS",
+    "labels": "--labels",
+    "prior": "--prior",
+    "prior_from_labels": "--prior-from-labels",
+    "reference": "--reference",
+    "test_prior": "--test-prior",
+    "val_outputs": "--val-outputs",
+    "val_labels": "--val-labels",
+    "fit_outputs": "--fit-outputs",
+    "fit_labels": "--fit-labels",
+}
+
+
+def _is_within(path, target):
+    """Whether ``path`` is the file ``target``, or inside the .zarr ``target``."""
+    path, target = Path(path), Path(target)
+    inside = target.suffix.lower() == ".zarr" and path.resolve().is_relative_to(
+        target.resolve()
+    )
+    if path.resolve() == target.resolve() or inside:
+        return True
+    try:  # (another name of the same file: a hard link)
+        return path.exists() and target.exists() and path.samefile(target)
+    except OSError:
+        return False
+
+
+def check_not_an_input(args):
+    """Refuse an --output or --diagram that names a file the command reads.
+
+    Called before anything is read: writing the result over an input would
+    destroy the input (and, out of core, the result is computed from it as
+    it is being written).
+    """
+    written = {"--output": getattr(args, "output", None)}
+    written["--diagram"] = getattr(args, "diagram", None)
+    read = [
+        (option, getattr(args, name))
+        for name, option in INPUT_OPTIONS.items()
+        if getattr(args, name, None) is not None
+    ]
+    if None not in written.values():
+        read.append(("--output", written["--output"]))
+    for option, target in written.items():
+        for source_option, source in read:
+            if target is not None and option != source_option:
+                if _is_within(source, target):
+                    raise InputError(
+                        f"{option} {target} is also {source_option} ({source}): "
+                        f"writing it would destroy that file, which the command "
+                        f"reads. Name another file for {option}."
+                    )

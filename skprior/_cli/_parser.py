@@ -43,10 +43,11 @@ EXIT_CODES = """\
 file formats:
   .npy one array; .npz named arrays (--key picks one; default: the only array,
   else 'predictions', 'proba' or 'logits'; labels: 'labels', 'ground_truth' or
-  'y'); .csv/.txt comma-separated numbers, one sample per line (UTF-8, a BOM is
-  fine). A first line with no numbers, or pandas' default header 0,1,...,K-1
-  over float lines, is skipped as a header and reported; any other line that
-  is not all numbers is an error. Labels are class indices 0..m-1 (column
+  'y'); .csv/.txt numbers separated by commas (or by spaces or tabs, as
+  numpy.savetxt writes), one sample per line (UTF-8, a BOM is fine). A first
+  line with no numbers, or pandas' default header 0,1,...,K-1 over float
+  lines, is skipped as a header and reported; any other line that is not all
+  numbers is an error. Labels are class indices 0..m-1 (column
   numbers of the outputs). Outputs written to .npz use the key 'proba'.
 
 exit codes:
@@ -100,6 +101,19 @@ def _or_auto(convert, what):
     return read
 
 
+def _seed(text):
+    """--seed: an integer 0 .. 2**32 - 1 (what NumPy's generators take)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a seed: give a whole number from 0 to 4294967295"
+        )
+    return seed
+
+
 _k = _or_auto(int, "an integer")  # --k
 _reg_lambda = _or_auto(float, "a number")  # --reg-lambda
 
@@ -109,14 +123,16 @@ _reg_lambda = _or_auto(float, "a number")  # --reg-lambda
 HELP = {
     "outputs": "model outputs, one row per sample (.npy, .npz, .csv)",
     "--key": "array name inside .npz outputs files",
-    "--logits": "the outputs files hold logits: apply a softmax to each row first",
+    "--logits": "every outputs file of the command holds logits: apply a softmax to "
+    "each row first (a file of probabilities is refused)",
     "--output": "write the adjusted probabilities here (.npy, .npz, .csv)",
     "--labels": "true labels of OUTPUTS: print accuracy, ECE and NLL before and after",
     "--labels-key": "array name inside .npz labels files",
     "--diagram": "with --labels: save a reliability diagram, before and after",
     "--quiet": "no progress messages on stderr",
     "--out-of-core": "process a .npy OUTPUTS block by block with Dask (automatic for "
-    ".zarr and for .npy files larger than half the memory; can and adapt)",
+    ".zarr, and for a .npy file whose in-memory run would take over half the "
+    "available memory)",
     "--prior": "training prior: a comma list (0.2,0.3,0.5, or counts; one entry per "
     "class) or a file holding one vector",
     "--prior-from-labels": "count the training prior from this file of training labels",
@@ -247,7 +263,7 @@ def build_parser():
         "by GridSearchCV on a validation split (the model is fitted once).",
     )
     _add(demo, "--dataset", choices=SHIPPED_DATASETS, default=SHIPPED_DATASETS[0])
-    _add(demo, "--seed", type=int, default=0)
+    _add(demo, "--seed", type=_seed, default=0)
 
     # The commands on stored outputs: their shared options, then each one's.
     parent = _outputs_parser()

@@ -7,14 +7,20 @@ import numpy as np
 from skprior._cli._common import InputError
 
 
-def scores(proba, labels):
-    """Accuracy, ECE (top-label, 15 bins) and mean NLL of ``proba``."""
+def scores(proba, labels, step=lambda: None):
+    """Accuracy, ECE (top-label, 15 bins) and mean NLL of ``proba``.
+
+    ``step()`` is called after each (a progress bar's).
+    """
     from skprior.metrics import expected_calibration_error
 
     accuracy = float(np.mean(np.argmax(proba, axis=1) == labels))
+    step()
     ece = expected_calibration_error(labels, proba, labels=np.arange(proba.shape[1]))
+    step()
     picked = proba[np.arange(len(labels)), labels].astype(np.float64)
     nll = float(-np.mean(np.log(np.clip(picked, np.finfo(np.float64).tiny, None))))
+    step()
     return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
 
 

@@ -14,7 +14,10 @@ page cache, while a read holds only the chunks in flight. The file is opened
 per read, so that the array pickles to the workers of a cluster.
 """
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -69,14 +72,27 @@ class NpyRows:
                 else np.lib.format.read_array_header_2_0
             )
             shape, fortran, dtype = read_header(handle)
-            self.offset = handle.tell()
+            offset = handle.tell()
         if fortran or len(shape) not in (1, 2):
             raise ValueError(
                 f"{path}: out-of-core reading needs a C-ordered 1-D or 2-D array, "
                 f"got shape {shape} (fortran order: {fortran})."
             )
+        self._describe(shape, dtype, offset)
+        # (a file cut short, by a full disk or a killed copy, would otherwise
+        # fail deep inside a pass, at its first missing block)
+        size, expected = os.path.getsize(path), offset + self.row_bytes * shape[0]
+        if size < expected:
+            raise ValueError(
+                f"{path} is truncated: its header promises {shape[0]} rows "
+                f"({expected} bytes) but the file holds {size} bytes; write it "
+                f"again with numpy.save(path, array)"
+            )
+
+    def _describe(self, shape, dtype, offset):
         self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
         self.row_bytes = self.dtype.itemsize * int(np.prod(self.shape[1:]))
+        self.offset = offset
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
@@ -125,11 +141,13 @@ class NpyRowWriter(NpyRows):
             "fortran_order": False,
             "shape": tuple(shape),
         }
-        with open(path, "wb") as handle:
+        self.path = str(path)
+        with open(self.path, "wb") as handle:
             np.lib.format.write_array_header_2_0(handle, header)
             size = np.dtype(dtype).itemsize * int(np.prod(shape))
-            handle.truncate(handle.tell() + size)
-        super().__init__(path)
+            if Path(path).is_file():  # (not a device, which has no size)
+                handle.truncate(handle.tell() + size)
+            self._describe(shape, dtype, handle.tell())
 
     def __setitem__(self, key, block):
         rows = key[0] if isinstance(key, tuple) else key
@@ -139,15 +157,70 @@ class NpyRowWriter(NpyRows):
         _transfer(self.path, os.O_WRONLY, os.pwritev, view, position)
 
 
+def _umask_mode():
+    """The mode a new file gets (0o666 less the process's umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def replaced_atomically(path, folder=False):
+    """A new file (or, with ``folder``, folder) beside ``path``, renamed to it.
+
+    The block writes the path it is given; when it ends without an exception
+    the result replaces ``path`` (``os.replace``, atomic for a file: a reader
+    sees the old file or the whole new one), and when it fails -- an error, a
+    full disk, an interrupt -- the temporary is removed and ``path`` is left
+    as it was. A killed process leaves at most a hidden ``.NAME.*.partial``
+    beside it, never a file that looks like a result. A symbolic link is
+    followed (its target is replaced), and a target that is neither a file
+    nor a folder (a device, a pipe) is written in place, since nothing can be
+    renamed onto it.
+    """
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not (os.path.isfile(target) or os.path.isdir(target)):
+        yield target
+        return
+    head, name = os.path.split(target)
+    options = dict(dir=head, prefix=f".{name}.", suffix=f".partial{Path(name).suffix}")
+    if folder:
+        temporary = tempfile.mkdtemp(**options)
+    else:
+        handle, temporary = tempfile.mkstemp(**options)
+        os.close(handle)
+        mode = os.stat(target).st_mode if os.path.isfile(target) else _umask_mode()
+        os.chmod(temporary, mode & 0o7777)
+    remove = shutil.rmtree if folder else os.remove
+    try:
+        yield temporary
+        if folder and os.path.isdir(target):  # (a folder cannot be replaced)
+            aside = tempfile.mkdtemp(**options)
+            os.replace(target, os.path.join(aside, name))
+            os.replace(temporary, target)
+            shutil.rmtree(aside)
+        else:
+            os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove(temporary)
+        raise
+
+
 def store_lazy(path, array):
     """Compute the Dask ``array`` and write it to ``path`` (.npy or .zarr).
 
-    Block by block, as the blocks are computed.
+    Block by block, as the blocks are computed, into a temporary beside
+    ``path`` that replaces it only once every block is written
+    (:func:`replaced_atomically`). An existing .zarr ``path`` is replaced as
+    a whole: the caller checks that it holds one array and nothing else.
     """
     _need_dask()
-    if Path(path).suffix.lower() == ".zarr":
-        array.to_zarr(str(path), overwrite=True)
-        return
-    import dask.array as da
+    zarr = Path(path).suffix.lower() == ".zarr"
+    with replaced_atomically(path, folder=zarr) as temporary:
+        if zarr:
+            array.to_zarr(temporary, overwrite=True)
+            return
+        import dask.array as da
 
-    da.store(array, NpyRowWriter(path, array.shape, array.dtype), lock=False)
+        da.store(array, NpyRowWriter(temporary, array.shape, array.dtype), lock=False)

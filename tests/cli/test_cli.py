@@ -394,7 +394,7 @@ def test_adapt_leaves_a_batch_without_shift_alone(files, tmp_path, capsys):
         "--val-outputs", paths["val"], "-o", out,
     )  # fmt: skip
     assert code == 0, stderr
-    assert stdout.startswith("test prior (no shift found (p = ")
+    assert stdout.startswith("not adapted, training prior kept (no shift found (p = ")
     assert "test of no shift against --val-outputs" in stderr
     np.testing.assert_allclose(
         np.load(out), arrays["test"], rtol=1e-6
@@ -428,7 +428,10 @@ def test_adapt_without_val_outputs_does_not_adapt_a_miscalibrated_batch(
         "-o", out,
     )  # fmt: skip
     assert code == 0, stderr
-    assert stdout.startswith("test prior (shift or miscalibration")
+    assert stdout.startswith(
+        "not adapted, training prior kept (shift or miscalibration"
+    )
+    assert "posteriors unchanged):" in stdout.splitlines()[0]
     printed = np.array([float(v) for v in stdout.splitlines()[1].split(",")])
     np.testing.assert_allclose(printed, prior_of(arrays["val_labels"]), atol=1e-6)
     np.testing.assert_allclose(np.load(out), arrays["test"], rtol=1e-6)
