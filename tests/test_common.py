@@ -27,7 +27,7 @@ from skprior import (
     PriorAdaptedClassifier,
     TemperatureCalibratedClassifier,
 )
-from tests._wrappers import CONFIGURATIONS, UniformKnownPrior, make
+from tests._wrappers import CONFIGURATIONS, make
 
 
 def _model():
@@ -57,11 +57,11 @@ def _expected_failures(estimator):
     """The checks a configuration is known to fail, each with its reason."""
     failures = {}
     # A tree fits one class without complaint (LogisticRegression refuses), and
-    # the wrapper's own error then names what it lacks (k classes for CAN, two
-    # columns of probabilities for the estimate of the test prior), not the
-    # "1 class" that this check looks for. The known prior takes one class.
-    if isinstance(estimator.estimator, DecisionTreeClassifier) and not isinstance(
-        estimator, UniformKnownPrior
+    # CAN's own error then names what it lacks (k classes), not the "1 class"
+    # that this check looks for. The prior wrappers take one class (a prior of
+    # [1]: fit no longer runs the EM that refused one column).
+    if isinstance(estimator.estimator, DecisionTreeClassifier) and isinstance(
+        estimator, CANClassifier
     ):
         failures["check_fit2d_1sample"] = "a tree fits 1 class; the error names k"
     # Dirichlet calibration's default penalty is chosen by cross-validation,

@@ -68,7 +68,7 @@ def logits_data():
 def test_estimate_test_prior_one_compute_per_pass(outputs, solver, method):
     """The estimate equals NumPy's; the validation is one compute, each pass
     one more, and the check for a degenerate estimate (the batch's mean
-    posterior) one more: n_passes + 2 in all."""
+    posterior, computed only when a class is driven to ~0) one more."""
     proba = outputs[0][:1000]
     train = np.full(10, 0.1)
     kwargs = dict(method=method, solver=solver, tol=1e-12, max_iter=100_000)
@@ -77,7 +77,8 @@ def test_estimate_test_prior_one_compute_per_pass(outputs, solver, method):
         result = estimate_test_prior(_lazy(proba), train, **kwargs)
     assert isinstance(result.prior, da.Array)
     np.testing.assert_allclose(result.prior.compute(), expected.prior, atol=TOL)
-    assert counter.count == result.n_passes + 2
+    gone = np.any(expected.prior < 1e-2 * train)
+    assert counter.count == result.n_passes + 1 + gone
 
 
 class GraphSizes(Callback):

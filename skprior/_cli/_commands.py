@@ -110,7 +110,7 @@ ADAPT_OPTIONS = {
     "--dirichlet-alpha": (("map",), DEFAULT_DIRICHLET_ALPHA),
     "--test-prior": (("known",), None),
     "--val-outputs": ((*ESTIMATE_METHODS, "bbse", "rlls"), None),
-    "--val-labels": (("bbse", "rlls"), None),
+    "--val-labels": ((*ESTIMATE_METHODS, "bbse", "rlls"), None),
     "--shift-level": ((*ESTIMATE_METHODS, "bbse", "rlls"), DEFAULT_SHIFT_LEVEL),
 }
 
@@ -128,13 +128,20 @@ def _check_adapt_options(args):
             f"--method {args.method} needs --val-outputs and --val-labels (labelled "
             "held-out outputs, for the confusion matrix)."
         )
+    if args.val_labels is not None and args.val_outputs is None:
+        raise InputError(
+            "--val-labels are the labels of --val-outputs: pass the model's "
+            "outputs on the labelled validation data with --val-outputs too."
+        )
 
 
 def _test_prior(args, proba, train_prior):
     """The test prior of ``args.method``, how it was found, whether it is used.
 
-    Returns the prior, a phrase that says how it was found, and whether the
-    posteriors are adapted to it (False: it is the training prior, kept).
+    Returns the prior, a phrase that says how it was found, whether the
+    posteriors are adapted to it (False: it is the training prior, kept), and
+    the 95% interval of the batch's class proportions (MLE and MAP estimates;
+    else None).
 
     The library's policy (``shift_gated_prior``): the test of no shift, then
     the estimate only when it finds one. The test is against the posteriors
@@ -152,7 +159,7 @@ def _test_prior(args, proba, train_prior):
         prior = parse_prior(
             args.test_prior, n_classes, option="--test-prior", note=_note(args)
         )
-        return prior, "given", True
+        return prior, "given", True, None
     # Every input is checked before the first pass over a batch that may be
     # larger than memory: the options (by the library's constraints) and the
     # labelled validation outputs of BBSE and RLLS (in memory only).
@@ -165,10 +172,12 @@ def _test_prior(args, proba, train_prior):
     if args.val_outputs is not None:
         reference = _load(args, args.val_outputs, "--val-outputs", n_classes=n_classes)
         against = "--val-outputs"
-    if args.method in ("bbse", "rlls"):
+    labels = None
+    if args.val_labels is not None:
         labels = _labels(
             args, args.val_labels, "--val-labels", reference.shape, against
         )
+    if args.method in ("bbse", "rlls"):
         with _library_errors():
             confusion = label_shift.joint_confusion_matrix(reference, labels)
     found = {"how": f"estimated by {args.method.upper()}"}
@@ -187,6 +196,11 @@ def _test_prior(args, proba, train_prior):
             f"{args.method.upper()} by {args.solver}, {result.n_iter} iterations, "
             f"{result.n_passes} passes, {state}"
         )
+        # The batch's class proportions, 95% intervals: honest for a
+        # miscalibrated model when labelled validation outputs recentre them.
+        calibration = None if labels is None else (reference, labels)
+        bounds = result.confidence_interval(0.95, calibration=calibration)
+        found["interval"] = (*map(np.asarray, bounds), calibration is not None)
         return np.asarray(result.prior)  # (computes a Dask estimate)
 
     level = None if args.shift_level == 1 else args.shift_level
@@ -199,8 +213,9 @@ def _test_prior(args, proba, train_prior):
             f"test of no shift against {against}: T2 = {shift.statistic:.1f}, "
             f"{shift.dof} dof, p = {shift.pvalue:.3g}",
         )
+    interval = found.get("interval")
     if shift is None or (shift.shifted and gate.conclusive):
-        return prior, found["how"], True
+        return prior, found["how"], True, interval
     if shift.shifted:
         warn_user(
             f"the batch's mean posterior differs from the training prior "
@@ -212,13 +227,13 @@ def _test_prior(args, proba, train_prior):
             f"model's outputs on the labelled validation data) to test against "
             f"them, or --shift-level 1 to adapt anyway."
         )
-        return prior, "shift or miscalibration (no --val-outputs)", False
+        return prior, "shift or miscalibration (no --val-outputs)", False, None
     why = (
         "too few rows to test for shift"
         if np.isnan(shift.pvalue)
         else f"no shift found (p = {shift.pvalue:.3g} > {level:g})"
     )
-    return prior, why, False
+    return prior, why, False, None
 
 
 def _adapt(args):
@@ -234,7 +249,7 @@ def _adapt(args):
             f"or known."
         )
     start = time.perf_counter()
-    test_prior, how, adapted = _test_prior(args, proba, train_prior)
+    test_prior, how, adapted, interval = _test_prior(args, proba, train_prior)
     with _library_errors():
         adjusted = adjust_to_prior(proba, train_prior, test_prior)
     # (the values printed are the prior the output is adapted to: without an
@@ -243,6 +258,16 @@ def _adapt(args):
     _say(args, f"{what}: {how} ({time.perf_counter() - start:.1f}s)")
     print(f"{what} ({how}):" if adapted else f"{what} ({how}; posteriors unchanged):")
     print(",".join(f"{value:.6f}" for value in test_prior))
+    if interval is not None:
+        low, high, calibrated = interval
+        basis = (
+            "recentred on --val-outputs/--val-labels"
+            if calibrated
+            else "assuming calibrated outputs; --val-labels recentre it"
+        )
+        print(f"95% interval of the batch's class proportions ({basis}):")
+        print("low:  " + ",".join(f"{value:.6f}" for value in low))
+        print("high: " + ",".join(f"{value:.6f}" for value in high))
     return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
 
 

@@ -144,8 +144,8 @@ HELP = {
     "--n-iter": "number of alternating normalisation steps (default: %(default)s)",
     "--reference": "take the confident rows from these outputs (held-out data) "
     "instead of OUTPUTS itself",
-    "--solver": f"solver of mle/map (default: {DEFAULT_SOLVER}); squarem is faster "
-    f"when classes are absent",
+    "--solver": f"solver of mle/map (default: {DEFAULT_SOLVER}, the fastest; em "
+    f"is plain EM)",
     "--dirichlet-alpha": f"concentration a >= 1 of the map hyper-prior (default: "
     f"{DEFAULT_DIRICHLET_ALPHA})",
     "--max-iter": f"iterations of mle/map (default: {DEFAULT_MAX_ITER})",
@@ -156,7 +156,8 @@ HELP = {
     "--val-outputs": "held-out outputs without shift: the reference of the test of "
     "no shift (recommended), and with --val-labels the confusion matrix of bbse "
     "and rlls",
-    "--val-labels": "labels of --val-outputs (bbse, rlls)",
+    "--val-labels": "labels of --val-outputs (bbse, rlls; for mle/map they recentre "
+    "the interval of the batch's class proportions on the model's misfit)",
     "--fit-labels": "labels of the outputs the temperature is fitted on",
     "--fit-outputs": "outputs to fit the temperature on (default: OUTPUTS)",
     "--reg-lambda": f"dirichlet: off-diagonal penalty lambda >= 0, or 'auto' (chosen "

@@ -2,8 +2,9 @@
 
 It calls the array functions of ``_prior.py`` (the MLE/MAP estimate, the
 source prior) and ``_confusion.py`` (the confusion matrix), the one policy of
-``_policy.py`` (test for shift, then estimate) and the stream state of
-``_online.py``.
+``_policy.py`` (test for shift, then estimate), the stream state of
+``_online.py`` and the prediction sets and prior intervals of
+``_uncertainty.py``.
 """
 
 import warnings
@@ -40,9 +41,10 @@ from skprior.label_shift._online import StreamState, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
 from skprior.label_shift._solvers import like, predicted_counts, reweight
+from skprior.label_shift._uncertainty import UncertaintyMixin
 
 
-class PriorAdaptedClassifier(BasePriorClassifier):
+class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     """Adapt a classifier's posteriors to the class prior of the test data.
 
     Under label shift the class prior changes between training and test while
@@ -71,7 +73,7 @@ class PriorAdaptedClassifier(BasePriorClassifier):
         clip-and-renormalise of earlier versions). ``"rlls"``: BBSE
         regularised towards "no shift" (Azizzadenesheli et al., 2019; see
         :func:`rlls_test_prior`). ``"known"``: ``test_prior``.
-    solver : {"em", "squarem", "pga"}, default="em"
+    solver : {"em", "squarem", "pga"}, default="squarem"
         Solver of ``"mle"`` and ``"map"``, see :func:`estimate_test_prior`.
     dirichlet_alpha : float, default=2.0
         Concentration ``a >= 1`` of the Dirichlet hyper-prior (``"map"``).
@@ -480,39 +482,6 @@ class PriorAdaptedClassifier(BasePriorClassifier):
 
     def _adjust_proba(self, proba):
         return reweight(proba, self.train_prior_, self._prior_of(proba))
-
-    def predict_set(self, X, alpha=0.1):
-        """Prediction sets for the batch ``X``, valid under label shift.
-
-        Split-conformal sets (:func:`conformal_prediction_set`) with the
-        ``fit`` data as the labelled calibration rows and the inner model's
-        posteriors as the score (``set_score``), weighted as ``set_mode``
-        says: by default by the ratio of the batch's prior, estimated from
-        ``X`` as :meth:`estimate_prior` does (the training prior where the
-        test of ``shift_level`` finds no shift), to the prior of the ``fit``
-        labels (Podkopaev and Ramdas, 2021).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
-            An unlabelled batch, large enough to estimate its prior.
-        alpha : float in (0, 1), default=0.1
-            The miscoverage: the sets hold the true class with probability at
-            least ``1 - alpha`` under the batch's class prior.
-
-        Returns
-        -------
-        sets : array of bool of shape (n_samples, n_classes)
-            ``sets[i, k]``: whether ``classes_[k]`` is in the set of row
-            ``i``; in the namespace and on the device of the inner model's
-            posteriors.
-        """
-        check_is_fitted(self)
-        proba = self._inner_proba(X)
-        prior = self._prior_of(proba) if self.set_mode == "weighted" else None
-        return self._set_calibration.sets(
-            proba, alpha, self.set_score, self.set_mode, self.set_delta, prior
-        )
 
     # -- on-line ---------------------------------------------------------------------
 

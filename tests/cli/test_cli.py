@@ -350,7 +350,44 @@ def test_adapt_prints_and_applies_the_mle_prior(files, tmp_path, capsys):
     np.testing.assert_allclose(
         stored["proba"], adjust_to_prior(arrays["test"], train_prior, expected)
     )
-    assert [line.split()[0] for line in lines[3:]] == ["accuracy", "ECE", "NLL"]
+    # The 95% interval of the batch's class proportions, as the library's
+    # (no --val-labels: it assumes calibrated outputs, and says so).
+    assert lines[2].startswith("95% interval of the batch's class proportions")
+    assert "assuming calibrated outputs" in lines[2]
+    low, high = estimate_test_prior(
+        arrays["test"], train_prior, solver="squarem"
+    ).confidence_interval(0.95)
+    np.testing.assert_allclose(_floats(lines[3], "low:"), low, atol=1e-6)
+    np.testing.assert_allclose(_floats(lines[4], "high:"), high, atol=1e-6)
+    assert [line.split()[0] for line in lines[6:]] == ["accuracy", "ECE", "NLL"]
+
+
+def _floats(line, head):
+    assert line.startswith(head)
+    return np.array([float(v) for v in line[len(head) :].split(",")])
+
+
+def test_adapt_interval_recentred_by_validation_labels(files, capsys):
+    """With --val-outputs and --val-labels the interval is the library's with
+    that labelled calibration set."""
+    from skprior import estimate_test_prior
+
+    paths, arrays = files
+    code, stdout, stderr = run(
+        capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--val-outputs", paths["val"], "--val-labels", paths["val_labels"],
+        "--shift-level", "1",
+    )  # fmt: skip
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert "recentred on --val-outputs/--val-labels" in lines[2]
+    train_prior = prior_of(arrays["val_labels"])
+    calibration = (arrays["val"], arrays["val_labels"])
+    low, high = estimate_test_prior(arrays["test"], train_prior).confidence_interval(
+        0.95, calibration=calibration
+    )
+    np.testing.assert_allclose(_floats(lines[3], "low:"), low, atol=1e-6)
+    np.testing.assert_allclose(_floats(lines[4], "high:"), high, atol=1e-6)
 
 
 def test_adapt_bbse_and_known(files, tmp_path, capsys):

@@ -1,0 +1,47 @@
+"""PriorAdaptedClassifier.prior_interval: the array function's interval with
+the fit rows as the calibration set."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+
+from skprior import PriorAdaptedClassifier, estimate_test_prior
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = make_classification(
+        n_samples=3000, n_classes=3, n_informative=4, random_state=0
+    )
+    model = LogisticRegression(max_iter=1000).fit(X[:1000], y[:1000])
+    shifted = np.r_[np.flatnonzero(y[2000:] == 0)[:400], np.arange(300)]
+    return model, X, y, X[2000:][shifted]
+
+
+@pytest.mark.parametrize("method", ["mle", "map"])
+def test_prior_interval_is_the_estimates_with_the_fit_rows(fitted, method):
+    model, X, y, batch = fitted
+    wrapper = PriorAdaptedClassifier(model, method=method).fit(
+        X[1000:2000], y[1000:2000]
+    )
+    low, high = wrapper.prior_interval(batch, level=0.9)
+    train = wrapper.train_prior_
+    expected = estimate_test_prior(
+        model.predict_proba(batch), train, method=method
+    ).confidence_interval(
+        0.9, calibration=(model.predict_proba(X[1000:2000]), y[1000:2000])
+    )
+    np.testing.assert_allclose(low, expected[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(high, expected[1], rtol=1e-10, atol=1e-12)
+    assert np.all(low <= high) and low.shape == (3,)
+    assert np.all(low < 1) and np.all(high > 0)
+
+
+def test_prior_interval_refuses_a_method_without_likelihood(fitted):
+    model, X, y, batch = fitted
+    wrapper = PriorAdaptedClassifier(model, method="bbse").fit(
+        X[1000:2000], y[1000:2000]
+    )
+    with pytest.raises(ValueError, match="method='mle' or 'map'"):
+        wrapper.prior_interval(batch)
