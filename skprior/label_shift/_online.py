@@ -18,6 +18,7 @@ from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
 from skprior.label_shift._solvers import posterior_sums, predicted_counts
+from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 
@@ -42,7 +43,11 @@ class StreamState:
             self.monitor = StreamShiftMonitor(est._no_shift.reference, n_classes)
         if method == "known":
             return
-        if est.online == "cumulative" and method in ("bbse", "rlls"):
+        if est.online == "aggregate":
+            # (its experts are likelihood estimates on the posteriors, for
+            # every method: "bbse"/"rlls" choose predict_proba's estimate)
+            self.tracker = AggregatingPrior(est.train_prior_)
+        elif est.online == "cumulative" and method in ("bbse", "rlls"):
             self.counts = np.zeros(n_classes)
         elif est.online == "cumulative":
             self.tracker = CumulativePrior(
@@ -74,7 +79,8 @@ class StreamState:
             # miscalibrated model's estimate drifts away from the prior with
             # no shift at all).
             found = self.monitor.update(posterior_sums(proba), n_rows, est.shift_level)
-            if found == "recent":
+            # (the aggregating tracker forgets the calm stretch on its own)
+            if found == "recent" and not isinstance(self.tracker, AggregatingPrior):
                 # The shift began after the rows before the latest segment,
                 # which look calm: the estimate starts again from this batch,
                 # as reset_prior() then update_prior(X) would, so that it does
@@ -85,6 +91,8 @@ class StreamState:
         if self.counts is not None:
             self.counts = self.counts + predicted_counts(proba)
             self.prior = confusion_prior(est, self.counts)
+        elif isinstance(self.tracker, AggregatingPrior):
+            self.prior = on_host(self.tracker.update(proba).prior_)
         elif isinstance(self.tracker, CumulativePrior):
             with warnings.catch_warnings():
                 if not self.shifted:
@@ -112,7 +120,14 @@ class StreamState:
         if est.method != "bbse":
             return est._batch_prior(proba)
         frequencies = predicted_counts(proba) / proba.shape[0]
-        return (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
+        estimate = (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
+        # (it sums to one unless C is singular, where the minimum-norm solution
+        # need not: then onto the plane of sum one, the nearest point there,
+        # as the trackers take estimates of a prior only)
+        total = estimate.sum()
+        if abs(total - 1.0) > 1e-9:
+            estimate = estimate + (1.0 - total) / estimate.size
+        return estimate
 
 
 def confusion_prior(est, counts):

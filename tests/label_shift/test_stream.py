@@ -12,6 +12,7 @@ from sklearn.linear_model import LogisticRegression
 
 from skprior import (
     FLHFTL,
+    AggregatingPrior,
     CumulativePrior,
     FollowTheHistory,
     PriorAdaptedClassifier,
@@ -178,7 +179,9 @@ def test_state_does_not_grow_with_the_stream(blob_wrapper, online):
 def test_follow_the_history_is_the_projected_mean():
     """FTH after s_1..s_t: the projection of their mean on the simplex."""
     rng = np.random.default_rng(1)
-    estimates = rng.normal(0.25, 0.3, size=(40, 4))  # unbiased, unclipped
+    noise = rng.normal(0, 0.3, size=(40, 4))
+    # (unbiased, unclipped: entries may be negative; each sums to one)
+    estimates = 0.25 + noise - noise.mean(axis=1, keepdims=True)
     tracker = FollowTheHistory(np.full(4, 0.25))
     np.testing.assert_array_equal(tracker.prior_, np.full(4, 0.25))
     for t, s in enumerate(estimates, start=1):
@@ -192,7 +195,8 @@ def test_flh_ftl_without_pruning_equals_the_naive_loop(eta):
     """Every expert kept: the implementation equals FLH-FTL from the formulas."""
     rng = np.random.default_rng(2)
     means = np.where(np.arange(60)[:, None] < 30, [0.6, 0.3, 0.1], [0.1, 0.3, 0.6])
-    estimates = means + rng.normal(0, 0.2, size=(60, 3))
+    noise = rng.normal(0, 0.2, size=(60, 3))
+    estimates = means + noise - noise.mean(axis=1, keepdims=True)  # (sum to one)
     start = np.full(3, 1 / 3)
     tracker = FLHFTL(start, learning_rate=eta, pruning=False)
     for s in estimates:
@@ -226,7 +230,8 @@ def test_flh_ftl_follows_a_switch_that_fth_averages_away():
     rng = np.random.default_rng(4)
     for t in range(200):
         prior = np.array([0.9, 0.1]) if t < 100 else np.array([0.2, 0.8])
-        s = prior + rng.normal(0, 0.1, size=2)
+        noise = rng.normal(0, 0.1)
+        s = prior + [noise, -noise]  # (an estimate sums to one)
         flh.update(s)
         fth.update(s)
     assert abs(flh.prior_[0] - 0.2) < 0.1
@@ -422,3 +427,187 @@ def test_wrapper_state_stays_float64_for_a_float32_model(method):
     assert model.estimate_prior(proba[300:600]).dtype == np.float64
     model.update_prior(proba[600:])
     assert model.online_prior_.dtype == np.float32
+
+
+# -- AggregatingPrior ----------------------------------------------------------------
+
+
+def naive_aggregating(batches, q, horizons, c, eta, share, em_steps):
+    """AggregatingPrior written from its formulas, one Python loop per expert."""
+    n_classes = len(q)
+    sums = [np.zeros(n_classes) for _ in horizons]
+    counts = [0.0 for _ in horizons]
+    weights = np.full(len(horizons) + 1, 1 / (len(horizons) + 1))
+
+    def experts():
+        return [q] + [(s + c * q) / (n + c) for s, n in zip(sums, counts, strict=True)]
+
+    def responsibilities(batch, prior):
+        joint = batch * prior / q
+        return (joint / joint.sum(axis=1, keepdims=True)).sum(axis=0)
+
+    for batch in batches:
+        current = experts()
+        losses = [-sum(np.log(np.sum(row * e / q)) for row in batch) for e in current]
+        weights = weights * np.exp(-eta * np.array(losses))
+        weights = (1 - share) * weights / weights.sum() + share / len(weights)
+        for e, h in enumerate(horizons):
+            decay = np.exp(-len(batch) / h)
+            kept, counts[e] = decay * sums[e], decay * counts[e] + len(batch)
+            prior = current[e + 1]
+            for _ in range(em_steps):
+                sums[e] = kept + responsibilities(batch, prior)
+                prior = (sums[e] + c * q) / (counts[e] + c)
+    mix = weights @ np.array(experts())
+    return mix / mix.sum(), weights
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"horizons": (5, 30), "concentration": 2.0, "learning_rate": 0.2},
+        {"share": 0.0, "em_steps": 1},
+    ],
+)
+def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
+    """On 30 batches of CIFAR-10 outputs, the prior and the weights equal the
+    loop written from the formulas."""
+    proba = cifar10[0][:300].astype(np.float64)
+    q = np.bincount(cifar10[1], minlength=10) / len(cifar10[1])
+    tracker = AggregatingPrior(q, **params)
+    for batch in np.split(proba, 30):
+        tracker.update(batch)
+    defaults = {
+        "horizons": (50, 100, 200, 400, 800, 1600, 3200),
+        "concentration": 0.3,
+        "learning_rate": 1.0,
+        "share": 0.01,
+        "em_steps": 3,
+    }
+    kw = {**defaults, **params}
+    prior, weights = naive_aggregating(
+        np.split(proba, 30),
+        q,
+        kw["horizons"],
+        kw["concentration"] * 10,
+        kw["learning_rate"],
+        kw["share"],
+        kw["em_steps"],
+    )
+    np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
+    np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
+    assert tracker.n_seen_ == 300
+
+
+def test_aggregating_prior_regret_against_not_adapting(cifar100):
+    """Exponential weights with eta = 1/b and no share: on the unlabelled
+    log-likelihood the mixture is within b log M of every expert, the
+    training prior (not adapting) included, on shifted and unshifted streams
+    of CIFAR-100 outputs (the bound of the docstring)."""
+    proba, labels = cifar100
+    q = np.bincount(labels, minlength=100) / len(labels)
+    rng = np.random.default_rng(0)
+    shifted = rng.dirichlet(np.full(100, 0.5))
+    for prior in (q, shifted):
+        stream = stationary_stream(proba, labels, prior, 2000, seed=1)
+        tracker = AggregatingPrior(q, learning_rate=1 / 10, share=0.0)
+        mixture, experts = 0.0, np.zeros(8)
+        for batch in np.split(stream, 200):
+            ratios = batch / q
+            mixture += np.log(ratios @ tracker.prior_).sum()
+            experts += np.log(ratios @ tracker.experts_.T).sum(axis=0)
+            tracker.update(batch)
+        assert mixture >= experts.max() - 10 * np.log(8) - 1e-9
+        # (q scores 0: p_i / q . q = 1, up to the float32 rows' sums)
+        assert experts[0] == pytest.approx(0.0, abs=1e-4)
+    assert mixture > 100  # (shifted: adapting pays, by far more than the bound)
+
+
+def test_aggregating_prior_follows_a_shift(cifar10):
+    """On CIFAR-10 outputs: a shifted stream's prior is found (far closer to
+    it than q), an unshifted one stays near q, and no class nears 0."""
+    proba, labels = cifar10
+    q = np.bincount(labels, minlength=10) / len(labels)
+    shifted = np.random.default_rng(3).dirichlet(np.full(10, 0.5))
+    for prior, bound in ((q, 0.15), (shifted, 0.1 * np.abs(q - shifted).sum())):
+        tracker = AggregatingPrior(q)
+        stream = stationary_stream(proba, labels, prior, 3000, seed=2)
+        for batch in np.split(stream, 300):
+            tracker.update(batch)
+        # (unshifted: the raw WideResNet is over-confident, its mean posterior
+        # 0.1 (L1) from the label frequencies q, which the estimate sees)
+        assert np.abs(tracker.prior_ - prior).sum() < bound
+        assert tracker.prior_.min() > 1e-3
+
+
+def test_aggregating_prior_state_is_constant(cifar100):
+    """The pickled tracker has the same size after 100 and 1,000 updates."""
+    proba = cifar100[0][:10_000].astype(np.float64)
+    tracker = AggregatingPrior(np.full(100, 0.01))
+    sizes = {}
+    for step, batch in enumerate(np.split(proba, 1000), start=1):
+        tracker.update(batch)
+        if step in (100, 1000):
+            sizes[step] = len(pickle.dumps(tracker))
+    assert sizes[100] == sizes[1000]
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"horizons": ()}, "horizons"),
+        ({"horizons": (0.5, 10)}, "horizons"),
+        ({"horizons": (10, np.inf)}, "horizons"),
+        ({"concentration": 0}, "concentration"),
+        ({"learning_rate": -1}, "learning_rate"),
+        ({"share": 1.0}, "share"),
+        ({"em_steps": 0}, "em_steps"),
+    ],
+)
+def test_aggregating_prior_refuses_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        AggregatingPrior([0.5, 0.5], **params)
+
+
+def test_aggregating_prior_refuses_bad_batches():
+    tracker = AggregatingPrior([0.5, 0.5])
+    with pytest.raises(ValueError, match="columns"):
+        tracker.update(np.full((2, 3), 1 / 3))
+    with pytest.raises(ValueError):
+        tracker.update(np.array([[0.5, np.nan]]))
+    proba = np.array([[0.9, 0.1], [0.2, 0.8]])
+    tracker.update(proba)
+    assert proba[0, 0] == 0.9 and tracker.n_seen_ == 2
+
+
+def test_wrapper_aggregate_stream(blob_wrapper):
+    """online="aggregate": the wrapper's prior is the tracker's, on the
+    posteriors, and follows a stream of mostly one class."""
+    model, X, y = blob_wrapper
+    wrapper = PriorAdaptedClassifier(model, online="aggregate").fit(X[:1500], y[:1500])
+    rows = X[1500:][y[1500:] == 0][:400]
+    reference = AggregatingPrior(wrapper.train_prior_)
+    for batch in np.split(rows, 40):
+        wrapper.update_prior(batch)
+        reference.update(model.predict_proba(batch))
+    np.testing.assert_allclose(wrapper.online_prior_, reference.prior_, rtol=1e-12)
+    assert wrapper.online_shifted_ and wrapper.online_prior_[0] > 0.8
+
+
+# -- issue 29 edges ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tracker", [FollowTheHistory, FLHFTL])
+def test_drift_trackers_refuse_an_estimate_that_does_not_sum_to_one(tracker):
+    with pytest.raises(ValueError, match="sums to 15"):
+        tracker([0.5, 0.5]).update([10.0, 5.0])
+    # (an unbiased BBSE estimate may be negative; it sums to one)
+    tracker([0.5, 0.5]).update([1.2, -0.2])
+
+
+def test_cumulative_refuses_a_concentration_it_cannot_represent():
+    with pytest.raises(ValueError, match="dirichlet_alpha"):
+        CumulativePrior([0.5, 0.5], dirichlet_alpha=1e308)
+    prior = CumulativePrior([0.5, 0.5], dirichlet_alpha=1e12)
+    assert np.all(np.isfinite(prior.update(np.array([[0.9, 0.1]])).prior_))
