@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from skprior import (
     FLHFTL,
+    AggregatingPrior,
     CumulativePrior,
     FollowTheHistory,
     PriorAdaptedClassifier,
@@ -27,8 +28,8 @@ from skprior import (
 
 PROCESSES = ("none", "constant", "bernoulli", "sine", "monotone")
 WINDOWS = (50, 100, 200, 400)
-ONLINE = ("cumulative", "fth", "flh-ftl")
-DEFAULT_ONLINE = "cumulative"  # (PriorAdaptedClassifier's default)
+ONLINE = ("aggregate", "cumulative", "fth", "flh-ftl")
+DEFAULT_ONLINE = "aggregate"  # (PriorAdaptedClassifier's default)
 # log-loss of a probability below this is taken at it (as sklearn's log_loss
 # clips at the float64 epsilon): a prior estimate with a 0 for a class that
 # then comes would otherwise give an infinite mean
@@ -160,7 +161,8 @@ class WindowMAP:
 class Tracker:
     """A tracker of ``skprior.label_shift`` fed directly.
 
-    ``CumulativePrior`` gets the batch's posteriors; ``FollowTheHistory`` and
+    ``CumulativePrior`` and ``AggregatingPrior`` get the batch's posteriors;
+    ``FollowTheHistory`` and
     ``FLHFTL`` the unbiased, unclipped BBSE estimate ``s_t = C_cond^-1 mu_t``
     of the batch (Baby et al., 2023), whose cost is counted with theirs.
     """
@@ -172,7 +174,7 @@ class Tracker:
         self.prior = on_host(tracker.prior_)
 
     def update(self, proba, _round):
-        if isinstance(self.tracker, CumulativePrior):
+        if isinstance(self.tracker, (CumulativePrior, AggregatingPrior)):
             self.tracker.update(proba)
         else:
             hard = np.bincount(proba.argmax(axis=1), minlength=proba.shape[1])
@@ -217,6 +219,7 @@ def make_methods(setup, windows=WINDOWS, online=ONLINE, etas=()):
     """
     q = setup.q
     methods = {f"window {w}": WindowMAP(q, w) for w in windows}
+    methods["AggregatingPrior"] = Tracker(AggregatingPrior(q), setup)
     methods["CumulativePrior"] = Tracker(CumulativePrior(q), setup)
     methods["FTH (BBSE)"] = Tracker(FollowTheHistory(q), setup)
     methods["FLH-FTL (BBSE)"] = Tracker(FLHFTL(q), setup)

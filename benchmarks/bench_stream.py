@@ -72,7 +72,7 @@ def bounded_state(online):
     proba, labels = load_model_outputs("wideresnet-16-4-cifar-100")
     proba = proba.astype(np.float64)
     model = StoredOutputs(proba).fit(None, None)
-    method = "mle" if online == "cumulative" else "bbse"
+    method = "mle" if online in ("aggregate", "cumulative") else "bbse"
     wrapper = PriorAdaptedClassifier(model, method=method, online=online)
     wrapper.fit(np.arange(5000)[:, None], labels[:5000])
     rng = np.random.default_rng(0)

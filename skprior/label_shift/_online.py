@@ -15,10 +15,10 @@ import numpy as np
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
+from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
 from skprior.label_shift._solvers import posterior_sums, predicted_counts
-from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 
