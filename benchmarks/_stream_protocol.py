@@ -212,17 +212,24 @@ def on_host(prior):
     return np.asarray(prior, dtype=np.float64)
 
 
-def make_methods(setup, windows=WINDOWS, online=ONLINE, etas=()):
+TRACKERS = {
+    "AggregatingPrior": AggregatingPrior,
+    "CumulativePrior": CumulativePrior,
+    "FTH (BBSE)": FollowTheHistory,
+    "FLH-FTL (BBSE)": FLHFTL,
+}
+
+
+def make_methods(setup, windows=WINDOWS, online=ONLINE, etas=(), trackers=TRACKERS):
     """The adaptive methods of one stream, by name (new state each call).
 
-    ``etas``: learning rates of further ``FLH-FTL (BBSE)`` columns.
+    ``etas``: learning rates of further ``FLH-FTL (BBSE)`` columns;
+    ``trackers``: the names of ``TRACKERS`` fed directly.
     """
     q = setup.q
     methods = {f"window {w}": WindowMAP(q, w) for w in windows}
-    methods["AggregatingPrior"] = Tracker(AggregatingPrior(q), setup)
-    methods["CumulativePrior"] = Tracker(CumulativePrior(q), setup)
-    methods["FTH (BBSE)"] = Tracker(FollowTheHistory(q), setup)
-    methods["FLH-FTL (BBSE)"] = Tracker(FLHFTL(q), setup)
+    for name in trackers:
+        methods[name] = Tracker(TRACKERS[name](q), setup)
     for eta in etas:
         methods[f"FLH-FTL eta={eta:g} (BBSE)"] = Tracker(
             FLHFTL(q, learning_rate=eta), setup
@@ -269,7 +276,17 @@ def scores(setup, rows, prior_rows):
     return accuracy, log_loss
 
 
-def evaluate(setup, process, batch, rounds, seed, online=ONLINE, period=None, etas=()):
+def evaluate(
+    setup,
+    process,
+    batch,
+    rounds,
+    seed,
+    online=ONLINE,
+    period=None,
+    etas=(),
+    trackers=TRACKERS,
+):
     """Every method's accuracy, log-loss and us per update on one stream.
 
     Returns ``{name: (accuracy, log_loss, us_per_update)}`` with
@@ -280,7 +297,7 @@ def evaluate(setup, process, batch, rounds, seed, online=ONLINE, period=None, et
     mu1, mu2 = two_priors(setup.n_classes, seed)
     path = prior_path(process, rounds, mu1, mu2, setup.fit_prior, rng, period)
     rows = setup.draw(path, batch, rng)
-    methods = make_methods(setup, online=online, etas=etas)
+    methods = make_methods(setup, online=online, etas=etas, trackers=trackers)
     priors, cost = run_stream(setup, rows, methods)
     priors = {"unadapted": np.tile(setup.q, (rounds, 1)), "oracle": path, **priors}
     return {
