@@ -79,8 +79,7 @@ class StreamState:
             # miscalibrated model's estimate drifts away from the prior with
             # no shift at all).
             found = self.monitor.update(posterior_sums(proba), n_rows, est.shift_level)
-            # (the aggregating tracker forgets the calm stretch on its own)
-            if found == "recent" and not isinstance(self.tracker, AggregatingPrior):
+            if found == "recent":
                 # The shift began after the rows before the latest segment,
                 # which look calm: the estimate starts again from this batch,
                 # as reset_prior() then update_prior(X) would, so that it does

@@ -602,8 +602,10 @@ def test_wrapper_aggregate_stream(blob_wrapper):
 def test_drift_trackers_refuse_an_estimate_that_does_not_sum_to_one(tracker):
     with pytest.raises(ValueError, match="sums to 15"):
         tracker([0.5, 0.5]).update([10.0, 5.0])
+    with pytest.raises(ValueError, match="sums to 0.4"):
+        tracker([0.5, 0.5]).update([0.2, 0.2])
     # (an unbiased BBSE estimate may be negative; it sums to one)
-    tracker([0.5, 0.5]).update([1.2, -0.2])
+    tracker([0.5, 0.5]).update([1.2, -0.2]).update([0.7, 0.3])
 
 
 def test_cumulative_refuses_a_concentration_it_cannot_represent():
