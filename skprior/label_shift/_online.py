@@ -43,11 +43,12 @@ class StreamState:
             self.monitor = StreamShiftMonitor(est._no_shift.reference, n_classes)
         if method == "known":
             return
-        if est.online == "aggregate":
-            # (its experts are likelihood estimates on the posteriors, for
-            # every method: "bbse"/"rlls" choose predict_proba's estimate)
+        confusion = method in ("bbse", "rlls")
+        if est.online == "aggregate" and not confusion:
             self.tracker = AggregatingPrior(est.train_prior_)
-        elif est.online == "cumulative" and method in ("bbse", "rlls"):
+        elif est.online in ("aggregate", "cumulative") and confusion:
+            # (the aggregating tracker weighs the posteriors' likelihood, which
+            # BBSE and RLLS are chosen not to trust: the counts of predictions)
             self.counts = np.zeros(n_classes)
         elif est.online == "cumulative":
             self.tracker = CumulativePrior(
@@ -62,7 +63,7 @@ class StreamState:
             self.tracker = FollowTheHistory(self.start)
         else:
             self.tracker = FLHFTL(self.start, learning_rate=est.online_learning_rate)
-        if method == "bbse" and est.online != "cumulative":
+        if method == "bbse" and est.online in ("fth", "flh-ftl"):
             # K x K, computed once per stream: each batch then costs a product.
             self.bbse_inverse = np.linalg.pinv(est.confusion_)
 
