@@ -147,11 +147,11 @@ class AggregatingPrior:
     >>> import numpy as np
     >>> from skprior import AggregatingPrior
     >>> rng = np.random.default_rng(0)
-    >>> def batch(share_of_class_0):  # 10 rows of a fairly good classifier
-    ...     labels = rng.random(10) < share_of_class_0
-    ...     return np.where(
-    ...         labels[:, None], rng.dirichlet([4, 1], 10), rng.dirichlet([1, 4], 10)
-    ...     )
+    >>> def batch(share):  # 10 rows; exact posteriors under a 50/50 prior
+    ...     labels = rng.random(10) < share  # class 0: x ~ N(1, 1), else N(-1, 1)
+    ...     x = rng.normal(np.where(labels, 1.0, -1.0), 1.0)
+    ...     p0 = 1 / (1 + np.exp(-2 * x))
+    ...     return np.column_stack([p0, 1 - p0])
     >>> tracker = AggregatingPrior([0.5, 0.5])
     >>> for _ in range(60):
     ...     tracker = tracker.update(batch(0.9))
