@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from skprior import (
     FLHFTL,
+    AggregatingPrior,
     CumulativePrior,
     FollowTheHistory,
     PriorAdaptedClassifier,
@@ -27,8 +28,8 @@ from skprior import (
 
 PROCESSES = ("none", "constant", "bernoulli", "sine", "monotone")
 WINDOWS = (50, 100, 200, 400)
-ONLINE = ("cumulative", "fth", "flh-ftl")
-DEFAULT_ONLINE = "cumulative"  # (PriorAdaptedClassifier's default)
+ONLINE = ("aggregate", "cumulative", "fth", "flh-ftl")
+DEFAULT_ONLINE = "aggregate"  # (PriorAdaptedClassifier's default)
 # log-loss of a probability below this is taken at it (as sklearn's log_loss
 # clips at the float64 epsilon): a prior estimate with a 0 for a class that
 # then comes would otherwise give an infinite mean
@@ -160,7 +161,8 @@ class WindowMAP:
 class Tracker:
     """A tracker of ``skprior.label_shift`` fed directly.
 
-    ``CumulativePrior`` gets the batch's posteriors; ``FollowTheHistory`` and
+    ``CumulativePrior`` and ``AggregatingPrior`` get the batch's posteriors;
+    ``FollowTheHistory`` and
     ``FLHFTL`` the unbiased, unclipped BBSE estimate ``s_t = C_cond^-1 mu_t``
     of the batch (Baby et al., 2023), whose cost is counted with theirs.
     """
@@ -172,7 +174,7 @@ class Tracker:
         self.prior = on_host(tracker.prior_)
 
     def update(self, proba, _round):
-        if isinstance(self.tracker, CumulativePrior):
+        if isinstance(self.tracker, (CumulativePrior, AggregatingPrior)):
             self.tracker.update(proba)
         else:
             hard = np.bincount(proba.argmax(axis=1), minlength=proba.shape[1])
@@ -210,16 +212,24 @@ def on_host(prior):
     return np.asarray(prior, dtype=np.float64)
 
 
-def make_methods(setup, windows=WINDOWS, online=ONLINE, etas=()):
+TRACKERS = {
+    "AggregatingPrior": AggregatingPrior,
+    "CumulativePrior": CumulativePrior,
+    "FTH (BBSE)": FollowTheHistory,
+    "FLH-FTL (BBSE)": FLHFTL,
+}
+
+
+def make_methods(setup, windows=WINDOWS, online=ONLINE, etas=(), trackers=TRACKERS):
     """The adaptive methods of one stream, by name (new state each call).
 
-    ``etas``: learning rates of further ``FLH-FTL (BBSE)`` columns.
+    ``etas``: learning rates of further ``FLH-FTL (BBSE)`` columns;
+    ``trackers``: the names of ``TRACKERS`` fed directly.
     """
     q = setup.q
     methods = {f"window {w}": WindowMAP(q, w) for w in windows}
-    methods["CumulativePrior"] = Tracker(CumulativePrior(q), setup)
-    methods["FTH (BBSE)"] = Tracker(FollowTheHistory(q), setup)
-    methods["FLH-FTL (BBSE)"] = Tracker(FLHFTL(q), setup)
+    for name in trackers:
+        methods[name] = Tracker(TRACKERS[name](q), setup)
     for eta in etas:
         methods[f"FLH-FTL eta={eta:g} (BBSE)"] = Tracker(
             FLHFTL(q, learning_rate=eta), setup
@@ -266,7 +276,17 @@ def scores(setup, rows, prior_rows):
     return accuracy, log_loss
 
 
-def evaluate(setup, process, batch, rounds, seed, online=ONLINE, period=None, etas=()):
+def evaluate(
+    setup,
+    process,
+    batch,
+    rounds,
+    seed,
+    online=ONLINE,
+    period=None,
+    etas=(),
+    trackers=TRACKERS,
+):
     """Every method's accuracy, log-loss and us per update on one stream.
 
     Returns ``{name: (accuracy, log_loss, us_per_update)}`` with
@@ -277,7 +297,7 @@ def evaluate(setup, process, batch, rounds, seed, online=ONLINE, period=None, et
     mu1, mu2 = two_priors(setup.n_classes, seed)
     path = prior_path(process, rounds, mu1, mu2, setup.fit_prior, rng, period)
     rows = setup.draw(path, batch, rng)
-    methods = make_methods(setup, online=online, etas=etas)
+    methods = make_methods(setup, online=online, etas=etas, trackers=trackers)
     priors, cost = run_stream(setup, rows, methods)
     priors = {"unadapted": np.tile(setup.q, (rounds, 1)), "oracle": path, **priors}
     return {

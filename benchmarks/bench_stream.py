@@ -58,6 +58,7 @@ from _stream_protocol import (  # noqa: E402
     DEFAULT_ONLINE,
     ONLINE,
     PROCESSES,
+    TRACKERS,
     WINDOWS,
     Setup,
     StoredOutputs,
@@ -65,14 +66,14 @@ from _stream_protocol import (  # noqa: E402
     oracle_share,
 )
 
-from skprior import PriorAdaptedClassifier  # noqa: E402
+from skprior import AggregatingPrior, PriorAdaptedClassifier  # noqa: E402
 
 
 def bounded_state(online):
     proba, labels = load_model_outputs("wideresnet-16-4-cifar-100")
     proba = proba.astype(np.float64)
     model = StoredOutputs(proba).fit(None, None)
-    method = "mle" if online == "cumulative" else "bbse"
+    method = "mle" if online in ("aggregate", "cumulative") else "bbse"
     wrapper = PriorAdaptedClassifier(model, method=method, online=online)
     wrapper.fit(np.arange(5000)[:, None], labels[:5000])
     rng = np.random.default_rng(0)
@@ -92,7 +93,35 @@ def bounded_state(online):
     return out
 
 
-def run(models, processes, batches, rounds, seeds, online, period, etas, log=print):
+def flat_time(marks=(1_000, 100_000), timed=500):
+    """Median us of one ``AggregatingPrior.update`` (10 CIFAR-100 rows) over
+    the ``timed`` updates before each mark, and the pickled tracker's size."""
+    proba = load_model_outputs("wideresnet-16-4-cifar-100")[0].astype(np.float64)
+    tracker = AggregatingPrior(proba.mean(axis=0))
+    batches = np.random.default_rng(0).integers(0, len(proba), size=(1000, 10))
+    times, out = [], {}
+    for step in range(1, max(marks) + 1):
+        rows = proba[batches[step % 1000]]
+        start = time.perf_counter()
+        tracker.update(rows)
+        times.append(time.perf_counter() - start)
+        if step in marks:
+            out[step] = (1e6 * np.median(times[-timed:]), len(pickle.dumps(tracker)))
+    return out
+
+
+def run(
+    models,
+    processes,
+    batches,
+    rounds,
+    seeds,
+    online,
+    period,
+    etas,
+    trackers=TRACKERS,
+    log=print,
+):
     """``{(model, process, batch): {method: [(acc, log_loss, us), ...per seed]}}``."""
     out = {}
     for name in models:
@@ -101,7 +130,17 @@ def run(models, processes, batches, rounds, seeds, online, period, etas, log=pri
             for process in processes:
                 start = time.perf_counter()
                 per_seed = [
-                    evaluate(setup, process, batch, rounds, seed, online, period, etas)
+                    evaluate(
+                        setup,
+                        process,
+                        batch,
+                        rounds,
+                        seed,
+                        online,
+                        period,
+                        etas,
+                        trackers,
+                    )
                     for seed in seeds
                 ]
                 out[name, process, batch] = {
@@ -223,6 +262,16 @@ def print_bounded_state():
         )
 
 
+def print_flat_time():
+    out = flat_time()
+    (t1, s1), (t2, s2) = out[1_000], out[100_000]
+    print(
+        "\nAggregatingPrior.update, 10 CIFAR-100 rows: median us over the 500 "
+        "updates before 1,000 / 100,000 updates (ratio), pickled bytes\n"
+    )
+    print(f"| {t1:.0f} / {t2:.0f} us | {t2 / t1:.2f} | {s1} / {s2} bytes |")
+
+
 def write_json(args, runs, summary):
     """Every figure: the means over seeds and each seed's, keyed model/process/batch."""
     fields = ("accuracy", "log_loss", "us_per_update")
@@ -266,6 +315,13 @@ def main(argv=None):
         default=[],
         help="learning rates of further FLH-FTL (BBSE) columns",
     )
+    parser.add_argument(
+        "--trackers",
+        nargs="*",
+        default=list(TRACKERS),
+        choices=list(TRACKERS),
+        help="trackers fed directly (default all; none: windows and wrappers only)",
+    )
     parser.add_argument("--rounds", type=int, help="default 500 (200 with --quick)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write every figure there")
@@ -297,6 +353,7 @@ def main(argv=None):
             args.online,
             args.period,
             args.eta,
+            args.trackers,
         )
         summary = summarise(runs)
         if args.json:
@@ -307,6 +364,7 @@ def main(argv=None):
         print(f"\n(streams: {time.perf_counter() - start:.0f} s)")
     if not args.no_state:
         print_bounded_state()
+        print_flat_time()
 
 
 if __name__ == "__main__":

@@ -68,13 +68,14 @@ def test_each_round_is_predicted_from_the_rounds_before_it(setup):
     rows = setup.draw(path, 10, rng)
     altered = rows.copy()
     altered[12:] = setup.draw(np.tile(mu2, (18, 1)), 10, rng)
-    online = ("cumulative", "fth", "flh-ftl")
+    online = ("aggregate", "cumulative", "fth", "flh-ftl")
     before, _ = run_stream(setup, rows, make_methods(setup, online=online))
     after, _ = run_stream(setup, altered, make_methods(setup, online=online))
     for name in before:
         # round 12's prediction is made before it is seen
         np.testing.assert_array_equal(before[name][:13], after[name][:13])
-    for name in ("window 50", "window 400", "CumulativePrior", "FTH (BBSE)"):
+    trackers = ("AggregatingPrior", "CumulativePrior", "FTH (BBSE)")
+    for name in ("window 50", "window 400", *trackers, "PAC aggregate"):
         assert not np.allclose(before[name][13], after[name][13])  # (it sees 12)
 
 
@@ -108,7 +109,7 @@ def test_oracle_gains_and_every_share_is_finite(setup):
         assert unadapted["share_of_oracle_gain"] == 0.0
         for name, f in figures.items():
             assert np.isfinite(list(f.values())).all(), name
-        assert len(figures) == 2 + 4 + 3 + 3
+        assert len(figures) == 2 + 4 + 4 + 4  # (oracle/unadapted, windows, ...)
 
 
 def test_script_prints_and_dumps_every_figure(tmp_path, capsys):
@@ -121,5 +122,5 @@ def test_script_prints_and_dumps_every_figure(tmp_path, capsys):
     figures = json.loads(dump.read_text())
     assert figures["config"]["rounds"] == 40
     means = figures["mean_over_seeds"]["lenet-5-cifar-10/sine/10"]
-    assert len(means) == 2 + 4 + 3 + 1
+    assert len(means) == 2 + 4 + 4 + 1
     assert len(figures["per_seed"]["lenet-5-cifar-10/sine/10"]["PAC fth"]) == 1

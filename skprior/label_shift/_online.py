@@ -15,6 +15,7 @@ import numpy as np
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
+from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
 from skprior.label_shift._solvers import posterior_sums, predicted_counts
@@ -42,7 +43,12 @@ class StreamState:
             self.monitor = StreamShiftMonitor(est._no_shift.reference, n_classes)
         if method == "known":
             return
-        if est.online == "cumulative" and method in ("bbse", "rlls"):
+        confusion = method in ("bbse", "rlls")
+        if est.online == "aggregate" and not confusion:
+            self.tracker = AggregatingPrior(est.train_prior_)
+        elif est.online in ("aggregate", "cumulative") and confusion:
+            # (the aggregating tracker weighs the posteriors' likelihood, which
+            # BBSE and RLLS are chosen not to trust: the counts of predictions)
             self.counts = np.zeros(n_classes)
         elif est.online == "cumulative":
             self.tracker = CumulativePrior(
@@ -57,7 +63,7 @@ class StreamState:
             self.tracker = FollowTheHistory(self.start)
         else:
             self.tracker = FLHFTL(self.start, learning_rate=est.online_learning_rate)
-        if method == "bbse" and est.online != "cumulative":
+        if method == "bbse" and est.online in ("fth", "flh-ftl"):
             # K x K, computed once per stream: each batch then costs a product.
             self.bbse_inverse = np.linalg.pinv(est.confusion_)
 
@@ -85,6 +91,8 @@ class StreamState:
         if self.counts is not None:
             self.counts = self.counts + predicted_counts(proba)
             self.prior = confusion_prior(est, self.counts)
+        elif isinstance(self.tracker, AggregatingPrior):
+            self.prior = on_host(self.tracker.update(proba).prior_)
         elif isinstance(self.tracker, CumulativePrior):
             with warnings.catch_warnings():
                 if not self.shifted:
@@ -112,7 +120,14 @@ class StreamState:
         if est.method != "bbse":
             return est._batch_prior(proba)
         frequencies = predicted_counts(proba) / proba.shape[0]
-        return (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
+        estimate = (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)
+        # (it sums to one unless C is singular, where the minimum-norm solution
+        # need not: then onto the plane of sum one, the nearest point there,
+        # as the trackers take estimates of a prior only)
+        total = estimate.sum()
+        if abs(total - 1.0) > 1e-9:
+            estimate = estimate + (1.0 - total) / estimate.size
+        return estimate
 
 
 def confusion_prior(est, counts):

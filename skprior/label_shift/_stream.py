@@ -70,6 +70,17 @@ def _check_estimate(estimate, n_classes):
             f"Pass the batch's prior "
             f"estimate (for example bbse or estimate_test_prior(...).prior)."
         )
+    # An estimate of a prior sums to one, an unbiased BBSE one included (its
+    # entries may be negative); one that does not is refused rather than
+    # rescaled: dividing by a sum near 0 would blow it up, and a sum of 15 is
+    # a bug upstream (counts, or several estimates added).
+    total = arr.sum()
+    if not abs(total - 1.0) <= 1e-4 * max(1.0, np.abs(arr).sum()):
+        raise ValueError(
+            f"estimate sums to {total:g}, not 1: a prior estimate sums to one "
+            f"(its entries may be negative). Pass the batch's prior estimate; "
+            f"to use counts or weights, divide them by their sum first."
+        )
     return arr
 
 
@@ -211,6 +222,16 @@ class CumulativePrior:
     ):
         given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
+        # (the M-step divides by N + K (a - 1): beyond about 1e300 pseudo-rows
+        # it overflows, and the estimate is 0 / inf; any a past 1e12 already
+        # pins the estimate to uniform)
+        if len(self.train_prior) * (dirichlet_alpha - 1.0) > 1e300:
+            raise ValueError(
+                f"dirichlet_alpha={dirichlet_alpha:g} cannot be represented: its "
+                f"{len(self.train_prior)} x (alpha - 1) pseudo-counts overflow "
+                f"float64 in the estimate. Use a value below 1e300 / n_classes "
+                f"(above about 1e12 the estimate is the uniform prior)."
+            )
         self.budget = budget
         self.dirichlet_alpha = dirichlet_alpha
         self.solver = solver

@@ -178,7 +178,9 @@ def test_state_does_not_grow_with_the_stream(blob_wrapper, online):
 def test_follow_the_history_is_the_projected_mean():
     """FTH after s_1..s_t: the projection of their mean on the simplex."""
     rng = np.random.default_rng(1)
-    estimates = rng.normal(0.25, 0.3, size=(40, 4))  # unbiased, unclipped
+    noise = rng.normal(0, 0.3, size=(40, 4))
+    # (unbiased, unclipped: entries may be negative; each sums to one)
+    estimates = 0.25 + noise - noise.mean(axis=1, keepdims=True)
     tracker = FollowTheHistory(np.full(4, 0.25))
     np.testing.assert_array_equal(tracker.prior_, np.full(4, 0.25))
     for t, s in enumerate(estimates, start=1):
@@ -192,7 +194,8 @@ def test_flh_ftl_without_pruning_equals_the_naive_loop(eta):
     """Every expert kept: the implementation equals FLH-FTL from the formulas."""
     rng = np.random.default_rng(2)
     means = np.where(np.arange(60)[:, None] < 30, [0.6, 0.3, 0.1], [0.1, 0.3, 0.6])
-    estimates = means + rng.normal(0, 0.2, size=(60, 3))
+    noise = rng.normal(0, 0.2, size=(60, 3))
+    estimates = means + noise - noise.mean(axis=1, keepdims=True)  # (sum to one)
     start = np.full(3, 1 / 3)
     tracker = FLHFTL(start, learning_rate=eta, pruning=False)
     for s in estimates:
@@ -226,7 +229,8 @@ def test_flh_ftl_follows_a_switch_that_fth_averages_away():
     rng = np.random.default_rng(4)
     for t in range(200):
         prior = np.array([0.9, 0.1]) if t < 100 else np.array([0.2, 0.8])
-        s = prior + rng.normal(0, 0.1, size=2)
+        noise = rng.normal(0, 0.1)
+        s = prior + [noise, -noise]  # (an estimate sums to one)
         flh.update(s)
         fth.update(s)
     assert abs(flh.prior_[0] - 0.2) < 0.1
