@@ -15,6 +15,7 @@ import importlib
 __version__ = "0.1.0.dev0"
 
 _PUBLIC = {
+    "AggregatingPrior": "skprior.label_shift",
     "CANClassifier": "skprior.can",
     "CumulativePrior": "skprior.label_shift",
     "FLHFTL": "skprior.label_shift",

@@ -6,6 +6,7 @@ that stay valid under label shift), the on-line trackers
 of a drifting prior, and the estimator :class:`PriorAdaptedClassifier`.
 """
 
+from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._classifier import PriorAdaptedClassifier
 from skprior.label_shift._conformal import conformal_prediction_set
 from skprior.label_shift._confusion import (
@@ -24,6 +25,7 @@ from skprior.label_shift._resampling import effective_train_prior
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 __all__ = [
+    "AggregatingPrior",
     "FLHFTL",
     "CumulativePrior",
     "FollowTheHistory",

@@ -160,7 +160,7 @@ def test_drift_trackers_in_namespace(backend, make):
     """FollowTheHistory and FLHFTL take estimates of any library and return
     their prediction in it."""
     rng = np.random.default_rng(0)
-    estimates = rng.dirichlet(np.ones(4), size=20) - 0.05  # (unclipped: < 0 too)
+    estimates = rng.dirichlet(np.ones(4), size=20) * 1.2 - 0.05  # (< 0 too; sum 1)
     expected = make(np.full(4, 0.25))
     start = backend.asarray(np.full(4, 0.25))
     tracker = make(start)

@@ -760,7 +760,9 @@ def test_online_estimate_uses_every_sample_seen(blobs):
     """update_prior accumulates; predict_proba is unchanged; reset forgets."""
     X, y = blobs
     model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
-    wrapper = PriorAdaptedClassifier(model, solver="squarem", tol=1e-10)
+    wrapper = PriorAdaptedClassifier(
+        model, solver="squarem", tol=1e-10, online="cumulative"
+    )
     wrapper.fit(X[1500:2000], y[1500:2000])
     stream = X[2000:][y[2000:] != 2]
     batches = np.array_split(stream, 4)
@@ -805,7 +807,9 @@ def test_online_estimate_recovers_after_a_batch_of_one(blobs, solver):
     near 0); the next batch must still lead to the estimate on all samples."""
     X, y = blobs
     model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
-    wrapper = PriorAdaptedClassifier(model, solver=solver, tol=1e-10)
+    wrapper = PriorAdaptedClassifier(
+        model, solver=solver, tol=1e-10, online="cumulative"
+    )
     wrapper.fit(X[1500:2000], y[1500:2000])
     wrapper.update_prior(X[2000:2001])
     assert wrapper.online_prior_.max() > 0.99

@@ -324,8 +324,11 @@ def test_shift_after_a_calm_stretch_is_found_and_restarts(
     assert found_at >= calm_batches  # (the calm stretch is left alone)
     assert sum(len(b) for b in batches[calm_batches : found_at + 1]) <= within
 
-    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
-    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    # (the MLE of every row since the restart: the estimate of that test)
+    wrapper = PriorAdaptedClassifier(model, online="cumulative")
+    wrapper.fit(rows[:5000], y[:5000])
+    always = PriorAdaptedClassifier(model, online="cumulative", shift_level=None)
+    always.fit(rows[:5000], y[:5000])
     for j, batch in enumerate(batches):
         wrapper.update_prior(rows[batch])
         assert wrapper.online_shifted_ == (j >= found_at)
