@@ -252,19 +252,21 @@ def check_proba_with_row_max(proba, *, name="proba"):
 def _prior_in_class_order(prior, n_classes, classes, name):
     """A prior keyed by class (dict, pandas Series) as values in ``classes`` order.
 
-    Anything else is returned as it is, to be read in order. A Series with the
-    default index 0, 1, ... is read in order too (it was built from a list).
+    Anything else is returned as it is, to be read in order. Keys are matched
+    by label, the same for a dict and a Series: a Series with the default
+    index 0, 1, ... is read in order (it was built from a list) only where
+    those cannot be the classes (``classes`` ``[2, 1, 0]`` read it by label).
     """
+    where = "classes_" if classes is not None else "the columns"
+    keys = list(range(n_classes)) if classes is None else list(classes)
     if isinstance(prior, Mapping):
         labels, values = list(prior.keys()), list(prior.values())
     elif hasattr(prior, "index") and hasattr(prior, "to_numpy"):
         labels, values = list(prior.index), prior.to_numpy()
-        if labels == list(range(len(labels))):
+        if labels == list(range(len(labels))) and set(labels) != set(keys):
             return values
     else:
         return prior
-    where = "classes_" if classes is not None else "the columns"
-    keys = list(range(n_classes)) if classes is None else list(classes)
     position = {label: i for i, label in enumerate(labels)}
     if len(labels) != len(keys) or any(key not in position for key in keys):
         raise ValueError(

@@ -21,7 +21,7 @@ from skprior._utils._array_api import (
     to_host,
     work_dtype,
 )
-from skprior._utils._validation import check_proba
+from skprior._utils._validation import check_proba, warn_user
 from skprior._utils._validation_arrays import (
     _first,
     as_float,
@@ -98,12 +98,23 @@ def encode_labels(
     is how scikit-learn's ``cross_val_predict`` passes ``y`` for
     ``method="predict_proba"`` (label-encoded, in the sorted order of the
     classes), and how ``CalibratedClassifierCV`` reads it around a frozen
-    model. Labels that could be classes are never read as positions.
+    model; it warns, since the same ``y`` may be another model's labels
+    (``0..2`` for classes ``[5, 6, 7]``). Labels that could be classes are
+    never read as positions.
     """
     position = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
     uniques, inverse = np.unique(np.asarray(y), return_inverse=True)
     unknown = [label for label in uniques.tolist() if label not in position]
     if unknown and positions and _are_positions(uniques, position):
+        # (never silently: the same y may be labels of another model)
+        classes = np.asarray(classes).tolist()
+        read = ", ".join(f"{i} as {classes[i]!r}" for i in uniques.tolist()[:5])
+        warn_user(
+            f"{name} holds integers {uniques.tolist()[:10]} and none of them is "
+            f"a class of the model ({classes[:20]}): they are read as column "
+            f"positions ({read}), as cross_val_predict(method='predict_proba') "
+            f"passes them. If they are labels, pass the model's own labels."
+        )
         return uniques.astype(np.intp)[inverse.reshape(-1)]
     if unknown:
         raise ValueError(
