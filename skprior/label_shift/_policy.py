@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from skprior._utils._constraints import constraints
+from skprior._utils._constraints import check_level, constraints
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_prior, check_proba, warn_user
@@ -205,6 +205,7 @@ class ShiftGate:
 
     def test(self, proba, level):
         """The :class:`ShiftTest` of the checked batch ``proba`` at ``level``."""
+        check_level(level)
         n_rows, n_classes = proba.shape
         if self.reference is None:
             if n_rows <= n_classes:
@@ -225,9 +226,6 @@ class ShiftGate:
         return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
 
 
-@validate_params(
-    constraints(shift_level="optional_shift_level"), prefer_skip_nested_validation=True
-)
 def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):
     """The prior to adjust a batch to: test for shift, then estimate.
 
@@ -245,6 +243,7 @@ def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):
     shift : ShiftTest or None
         The test (None when not run).
     """
+    check_level(shift_level, optional=True)
     if shift_level is None:
         return estimate(proba), None
     shift = gate.test(proba, shift_level)

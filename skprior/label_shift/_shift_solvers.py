@@ -33,6 +33,7 @@ from skprior._utils._array_api import (
     to_host,
     work_dtype,
 )
+from skprior._utils._constraints import check_level
 
 # Classes whose variance is below this fraction of the largest are not tested:
 # constant columns (a class the model never gives mass to) carry no noise to
@@ -226,6 +227,7 @@ class StreamShiftMonitor:
         latest segment began, ``"stream"`` when it is found shifted from
         earlier, else None.
         """
+        check_level(level, optional=True)  # (set_params may change it mid-stream)
         self._stream.add(batch_sum, n_rows)
         self._segment.add(batch_sum, n_rows)
         full = self._segment.n >= self.segment_rows

@@ -499,3 +499,19 @@ def test_stream_monitor_waits_for_its_floor():
     found = [monitor.update(np.array([0.5, 0.5]), 1, 0.5) for _ in range(3)]
     assert found == [None, None, "stream"]
     assert reference.rows_tested == [3]
+
+
+@pytest.mark.parametrize("level", [7.0, 2.0, 0, -1])
+@pytest.mark.parametrize("method", ["predict_proba", "update_prior", "test_shift"])
+def test_shift_level_set_after_fit_is_checked_where_it_is_used(level, method):
+    """set_params does not check (scikit-learn checks in fit): a level outside
+    (0, 1] set after fit, or mid-stream, is refused when the test runs."""
+    proba = load_model_outputs("lenet-5-cifar-10")[0]
+    rows = np.arange(2000)[:, None]
+    wrapper = PriorAdaptedClassifier(StoredOutputs(proba)).fit(
+        rows[:1000], np.arange(1000) % 10
+    )
+    wrapper.update_prior(rows[1000:1100])
+    wrapper.set_params(shift_level=level)
+    with pytest.raises(ValueError, match=r"'shift_level'.*range \(0.0, 1.0\]"):
+        getattr(wrapper, method)(rows[1100:1200])
