@@ -407,6 +407,11 @@ def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
     waits for a thread that is not scheduled (K = 100: 2x slower with a second
     busy process on two cores).
     """
+    if isinstance(reg, bool):  # (a bool is an int to the constraint)
+        raise ValueError(
+            f"reg={reg} is a bool; RLLS takes a penalty >= 0 or 'auto'. Pass "
+            f"reg='auto' (the default), reg=0.0 (BBSE) or a number."
+        )
     with single_blas_thread():
         if isinstance(reg, str):
             # "auto": sigma_min(C) sqrt(log(2 K / delta) / n), the paper's rate
