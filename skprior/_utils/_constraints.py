@@ -65,8 +65,10 @@ CONSTRAINTS = {
     "temperature": [Interval(Real, 0, None, closed="neither")],
     "temperature_method": [StrOptions(set(TEMPERATURE_METHODS))],
     "calibration_method": [StrOptions(set(ESTIMATOR_CALIBRATION_METHODS))],
-    "reg_lambda": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
-    "reg_mu": [Interval(Real, 0, None, closed="left"), None],
+    # (a penalty beyond 1e100 times squared weights overflows; it is already
+    # a fit of all-zero weights)
+    "reg_lambda": [Interval(Real, 0, 1e100, closed="both"), StrOptions({"auto"})],
+    "reg_mu": [Interval(Real, 0, 1e100, closed="both"), None],
     "n_bins": [Interval(Integral, 1, None, closed="left")],
     "strategy": [StrOptions(set(BIN_STRATEGIES))],
     "ece_kind": [StrOptions(set(ECE_KINDS))],

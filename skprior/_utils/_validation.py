@@ -53,7 +53,8 @@ def _row_sum_tolerance(dtype, n_classes):
     is capped at 1e-2: float16 rows (machine epsilon 1e-3) are off by a few
     1e-4, and a row off by more than 1% is no rounding error.
     """
-    eps = np.finfo(dtype).eps
+    # (bfloat16, of torch and JAX, has float32's range and 8 bits of mantissa)
+    eps = 2.0**-7 if dtype == "bfloat16" else np.finfo(dtype).eps
     return max(1e-6, min(64 * eps * n_classes, 1e-2))
 
 
@@ -68,13 +69,16 @@ def _dtype_name(array):
 def _precision_dtype(proba, arr):
     """The dtype whose rounding the row sums carry: the caller's, if coarser.
 
-    float16 input (the one float dtype coarser than float32) is converted to
-    float64 for the computation, but its rows sum to one only to float16
-    precision. A NumPy dtype, for the tolerance.
+    float16 and bfloat16 input (the float dtypes coarser than float32) is
+    converted for the computation, but its rows sum to one only to its own
+    precision. A NumPy dtype, or ``"bfloat16"``, for the tolerance.
     """
+    given = _dtype_name(proba)
+    if given == "bfloat16":  # (no NumPy dtype: named, for the tolerance)
+        return given
     if _dtype_name(arr) == "float32":  # (float16 input became float64, not float32)
         return np.dtype(np.float32)
-    return np.dtype(np.float16 if _dtype_name(proba) == "float16" else np.float64)
+    return np.dtype(np.float16 if given == "float16" else np.float64)
 
 
 def _check_proba_shape(shape, name, min_classes):
@@ -336,6 +340,9 @@ def prior_length(prior, name="prior"):
     return arr.shape[0]
 
 
+_SMALLEST_TRAIN_PRIOR = 1e-300
+
+
 def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
     """:func:`check_prior` for a training prior, which must be positive.
 
@@ -344,18 +351,21 @@ def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
     with, where every class it predicts had examples.
     """
     prior = check_prior(prior, n_classes, name=name, classes=classes)
-    if not prior.all():
+    # (below 1e-300, p / q_c and its sums over the classes overflow)
+    tiny = prior < _SMALLEST_TRAIN_PRIOR
+    if tiny.any():
         zero = (
-            np.flatnonzero(prior == 0).tolist()
+            np.flatnonzero(tiny).tolist()
             if classes is None
-            else np.asarray(classes)[prior == 0].tolist()
+            else np.asarray(classes)[tiny].tolist()
         )
         where = "classes" if classes is not None else "classes at positions"
         raise ValueError(
-            f"{name} is 0 for the {where} {zero}: the methods divide the "
-            f"posteriors by it (p(c|x) / q_c), so it must be positive. Pass the "
-            f"prior the model was trained with (every class it predicts had "
-            f"training examples), for example as train_prior= of the wrappers."
+            f"{name} is {prior[tiny][0]:.3g} for the {where} {zero}: the methods "
+            f"divide the posteriors by it (p(c|x) / q_c), so it must be positive "
+            f"(at least {_SMALLEST_TRAIN_PRIOR:g}). Pass the prior the model was "
+            f"trained with (every class it predicts had training examples), for "
+            f"example as train_prior= of the wrappers."
         )
     return prior
 
@@ -456,22 +466,40 @@ def check_logits(
     return arr, dtype
 
 
+# Finite logits beyond this are refused: divided by a temperature below 1, or
+# summed in a matrix product, they overflow (no model's logits come near).
+_LARGEST_LOGIT = 1e100
+
+
 def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
     """Refuse NaN, ``+inf`` and all ``-inf`` rows: one pass, one transfer."""
     top = xp.max(z, axis=1)
-    checks = [xp.all(z < xp.inf), xp.any(top == -xp.inf)]
+    checks = [xp.all(z < _LARGEST_LOGIT), xp.any(top == -xp.inf), xp.min(z)]
     # (NumPy's test stops at the first rule that fails; on a device every
     # reduction is taken in the one pass)
     probe = warn_probabilities and not is_numpy
     if probe:
-        checks += [xp.min(z), xp.max(z), xp.max(xp.abs(xp.sum(z, axis=1) - 1))]
+        checks += [xp.max(z), xp.max(xp.abs(xp.sum(z, axis=1) - 1))]
     values = to_host(xp, *checks)
     if not values[0]:
         (bad,) = to_host(xp, xp.any(~(z < xp.inf), axis=1))
-        raise ValueError(
-            f"{name} contains NaN or +inf (first in row {int(np.flatnonzero(bad)[0])})"
-            f". Logits must be finite or -inf (the log of a zero probability)."
+        if bad.any():
+            raise ValueError(
+                f"{name} contains NaN or +inf (first in row "
+                f"{int(np.flatnonzero(bad)[0])}). Logits must be finite or -inf "
+                f"(the log of a zero probability)."
+            )
+    if not values[0] or values[2] <= -_LARGEST_LOGIT:
+        (bad,) = to_host(
+            xp, xp.any((xp.abs(z) >= _LARGEST_LOGIT) & (z != -xp.inf), axis=1)
         )
+        if bad.any():
+            raise ValueError(
+                f"{name} has entries beyond +-{_LARGEST_LOGIT:g} (first in row "
+                f"{int(np.flatnonzero(bad)[0])}): scaled or combined, logits "
+                f"that large overflow (and the softmax of such a row is one-hot). "
+                f"Divide them by a constant, or pass the model's log-probabilities."
+            )
     if values[1]:
         (bad,) = to_host(xp, top == -xp.inf)
         raise ValueError(

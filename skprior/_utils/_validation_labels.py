@@ -168,11 +168,11 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
         weights = as_float(xp, sample_weight, name)
         if weights.ndim == 1 and weights.shape[0] == n_samples:  # (as the labels)
             weights = per_row(xp, weights, like, dtype=dtype)
-            finite, smallest, total = to_host(
-                xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.sum(weights)
+            finite, smallest, largest = to_host(
+                xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.max(weights)
             )
-            if finite and smallest >= 0 and total > 0:
-                return weights
+            if finite and smallest >= 0 and largest > 0:
+                return _near_one(weights, float(largest))
         sample_weight = to_host(xp, weights)[0]  # (NumPy's checks: the message)
     if sample_weight is None:
         return np.ones(n_samples)
@@ -200,12 +200,28 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
             f"{weights[bad]:g}); weights must be non-negative. Give a sample "
             f"that should not count weight 0."
         )
-    if weights.sum() <= 0:
+    largest = float(weights.max())
+    if largest <= 0:
         raise ValueError(
             f"{name} sums to zero: every sample has weight 0. Give at least one "
             f"sample a positive weight."
         )
-    return np.array(weights, dtype=np.float64, copy=True)
+    return _near_one(np.array(weights, dtype=np.float64, copy=True), largest)
+
+
+def _near_one(weights, largest):
+    """``weights`` (of maximum ``largest``) scaled near 1 if they are far from it.
+
+    Weights are scale-free (every use divides by their total), but their sums
+    and squares overflow from about 1e154 up and lose every digit near 1e-320
+    (subnormal): weights that far from 1 are scaled by a power of two, which
+    is exact (in two steps: 2**1074 itself is not a float), and the others
+    returned as they are.
+    """
+    if 2.0**-256 <= largest <= 2.0**256:
+        return weights
+    half = 2.0 ** (-int(np.frexp(largest)[1]) / 2)
+    return weights * half * half
 
 
 def _check_column_names(y_proba, labels):

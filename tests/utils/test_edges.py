@@ -41,3 +41,90 @@ def test_series_from_a_list_is_read_in_order_where_it_cannot_be_keyed():
     pd = pytest.importorskip("pandas")
     got = check_prior(pd.Series([0.2, 0.8]), 2, classes=["a", "b"])
     np.testing.assert_allclose(got, [0.2, 0.8])
+
+
+def _logits_and_labels():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((300, 3)) * 2
+    labels = rng.integers(0, 3, 300)
+    labels[:100] = logits[:100].argmax(axis=1)
+    return logits, labels
+
+
+@pytest.mark.parametrize("weight", [1e308, 1e-320, 3.0])
+def test_uniform_weights_of_any_size_are_no_weights(weight):
+    """Weights are scale-free: uniform weights of 1e308 (their sum overflowed)
+    or 1e-320 (subnormal: divisions by zero) give the unweighted results."""
+    from skprior import (
+        estimate_source_prior,
+        fit_temperature,
+        joint_confusion_matrix,
+        label_shift_test,
+    )
+
+    logits, y = _logits_and_labels()
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    w = np.full(len(y), weight)
+    np.testing.assert_allclose(
+        fit_temperature(logits, y, sample_weight=w), fit_temperature(logits, y)
+    )
+    np.testing.assert_allclose(
+        joint_confusion_matrix(proba, y, sample_weight=w),
+        joint_confusion_matrix(proba, y),
+    )
+    np.testing.assert_allclose(
+        estimate_source_prior(proba, y, sample_weight=w),
+        estimate_source_prior(proba, y),
+    )
+    np.testing.assert_allclose(
+        label_shift_test(proba[:50], proba, sample_weight=w).pvalue,
+        label_shift_test(proba[:50], proba).pvalue,
+    )
+
+
+def test_train_prior_too_small_to_divide_by_is_refused():
+    from skprior import estimate_test_prior
+
+    logits, _ = _logits_and_labels()
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    with pytest.raises(ValueError, match=r"train_prior is 1e-320.*at least 1e-300"):
+        estimate_test_prior(proba, [1e-320, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_logits_beyond_range_are_refused(sign):
+    """Logits of +-1e307 gave NaN temperatures (overflow once divided)."""
+    from skprior import fit_bias_corrected_temperature, fit_temperature
+
+    logits, y = _logits_and_labels()
+    logits[5, 1] = sign * 1e307
+    for fit in (fit_temperature, fit_bias_corrected_temperature):
+        with pytest.raises(ValueError, match=r"beyond \+-1e\+100 \(first in row 5\)"):
+            fit(logits, y)
+    logits[5, 1] = -np.inf  # (the log of a zero probability stays allowed)
+    assert np.isfinite(fit_temperature(logits, y))
+
+
+def test_huge_dirichlet_penalty_is_refused():
+    from skprior import fit_dirichlet_calibration
+
+    logits, y = _logits_and_labels()
+    with pytest.raises(ValueError, match=r"reg_lambda.*\[0.0, 1e\+100\]"):
+        fit_dirichlet_calibration(logits, y, reg_lambda=1e308)
+
+
+def test_bfloat16_probabilities_pass_at_their_precision():
+    """Honest bfloat16 rows (8 bits of mantissa) were refused at a 1e-6
+    row-sum tolerance, with advice that they may be logits."""
+    torch = pytest.importorskip("torch")
+    from skprior import adjust_to_prior
+
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(100), size=200)
+    rows = torch.tensor(proba, dtype=torch.bfloat16)
+    assert float((rows.double().sum(dim=1) - 1).abs().max()) > 1e-4
+    uniform = np.full(100, 0.01)
+    adjusted = adjust_to_prior(rows, uniform, uniform)
+    assert torch.is_tensor(adjusted) and adjusted.shape == rows.shape
+    with pytest.raises(ValueError, match="must sum to 1"):
+        adjust_to_prior(rows * 1.1, uniform, uniform)
