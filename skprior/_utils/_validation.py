@@ -544,3 +544,17 @@ def resolve_k(k, n_classes, kind):
             f"{hint if n_classes == 2 else ''}."
         )
     return int(k)
+
+
+def check_class_count(n_classes, limit, method, cost, alternative):
+    """Refuse a method whose cost at ``n_classes`` classes is out of reach.
+
+    ``cost`` says what grows (and how long it took where measured), and
+    ``alternative`` what to use instead; the limits are documented with the
+    methods.
+    """
+    if n_classes > limit:
+        raise ValueError(
+            f"{method} takes at most {limit:,} classes, got {n_classes:,}: {cost}. "
+            f"{alternative}"
+        )

@@ -32,3 +32,13 @@ def test_one_vs_rest_svc_scores_are_logits():
     wrapper = TemperatureCalibratedClassifier(FrozenEstimator(model))
     wrapper.fit(X[1::2], y[1::2])
     assert np.mean(wrapper.predict(X[1::2]) == model.predict(X[1::2])) > 0.95
+
+
+def test_dirichlet_calibration_of_many_classes_is_refused():
+    """K = 2,000 took 319 s (K**2 parameters): refused, naming vector scaling."""
+    from skprior import fit_dirichlet_calibration
+
+    y = np.arange(2400) % 1200
+    logits = np.random.default_rng(0).standard_normal((2400, 1200))
+    with pytest.raises(ValueError, match="at most 1,000.*fit_vector_scaling"):
+        fit_dirichlet_calibration(logits, y, reg_lambda=1e-3)

@@ -395,3 +395,26 @@ def test_effective_train_prior_refuses_what_no_prior_can_hold(kwargs, match):
     gave a prior with a 0 entry, which every function taking a prior refuses."""
     with pytest.raises(ValueError, match=match):
         effective_train_prior(**kwargs)
+
+
+def test_many_classes_finish_quickly():
+    """K = 2,000 on 4,000 rows (RLLS took 296 s, the test of shift and BBSE
+    minutes at 10,000): the test of shift and BBSE answer, RLLS refuses with
+    the alternative (its solves grow faster than K^3)."""
+    from skprior import label_shift_test
+
+    n_classes, rng = 2000, np.random.default_rng(0)
+    y = np.arange(2 * n_classes) % n_classes
+    logits = rng.standard_normal((len(y), n_classes))
+    logits[np.arange(len(y)), y] += 5
+    proba = np.exp(logits - logits.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    confusion = joint_confusion_matrix(proba, y)
+    half = rng.permutation(len(y))[:n_classes]  # (no shift: a random half)
+    assert not label_shift_test(proba[half], proba).shifted
+    prior = bbse_test_prior(proba[half], confusion)
+    assert prior.shape == (n_classes,) and abs(prior.sum() - 1) < 1e-9
+    with pytest.raises(
+        ValueError, match="RLLS takes at most 1,000.*estimate_test_prior"
+    ):
+        rlls_test_prior(proba, confusion)
