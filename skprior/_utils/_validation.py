@@ -474,7 +474,10 @@ _LARGEST_LOGIT = 1e100
 def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
     """Refuse NaN, ``+inf`` and all ``-inf`` rows: one pass, one transfer."""
     top = xp.max(z, axis=1)
-    checks = [xp.all(z < _LARGEST_LOGIT), xp.any(top == -xp.inf), xp.min(z)]
+    # (float32 cannot hold 1e100, and its logits, however large, are fitted
+    # in float64 on the host)
+    limit = _LARGEST_LOGIT if z.dtype == xp.float64 else xp.inf
+    checks = [xp.all(z < limit), xp.any(top == -xp.inf), xp.min(z)]
     # (NumPy's test stops at the first rule that fails; on a device every
     # reduction is taken in the one pass)
     probe = warn_probabilities and not is_numpy
@@ -489,10 +492,8 @@ def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
                 f"{int(np.flatnonzero(bad)[0])}). Logits must be finite or -inf "
                 f"(the log of a zero probability)."
             )
-    if not values[0] or values[2] <= -_LARGEST_LOGIT:
-        (bad,) = to_host(
-            xp, xp.any((xp.abs(z) >= _LARGEST_LOGIT) & (z != -xp.inf), axis=1)
-        )
+    if limit < np.inf and (not values[0] or values[2] <= -limit):
+        (bad,) = to_host(xp, xp.any((xp.abs(z) >= limit) & (z != -xp.inf), axis=1))
         if bad.any():
             raise ValueError(
                 f"{name} has entries beyond +-{_LARGEST_LOGIT:g} (first in row "
