@@ -128,3 +128,50 @@ def test_bfloat16_probabilities_pass_at_their_precision():
     assert torch.is_tensor(adjusted) and adjusted.shape == rows.shape
     with pytest.raises(ValueError, match="must sum to 1"):
         adjust_to_prior(rows * 1.1, uniform, uniform)
+
+
+def _tensor_cases():
+    import skprior as sp
+
+    logits, y = _logits_and_labels()
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return {
+        "label_shift_test": lambda P, L, Y: sp.label_shift_test(P[:50], P),
+        "joint_confusion_matrix": lambda P, L, Y: sp.joint_confusion_matrix(P, Y),
+        "estimate_source_prior": lambda P, L, Y: sp.estimate_source_prior(P, Y),
+        "estimate_test_prior": lambda P, L, Y: sp.estimate_test_prior(P, Q3),
+        "alternating_normalization": lambda P, L, Y: sp.alternating_normalization(
+            P[:10], Q3, reference=P
+        ),
+        "fit_vector_scaling": lambda P, L, Y: sp.fit_vector_scaling(L, Y),
+        "fit_dirichlet_calibration": lambda P, L, Y: sp.fit_dirichlet_calibration(
+            L, Y, reg_lambda=1e-3
+        ),
+        "fit_temperature": lambda P, L, Y: sp.fit_temperature(L, Y),
+        "softmax_temperature": lambda P, L, Y: sp.softmax_temperature(L, 2.0),
+    }, (proba, logits, y)
+
+
+Q3 = np.full(3, 1 / 3)
+
+
+@pytest.mark.parametrize("function", sorted(_tensor_cases()[0]))
+def test_tensors_that_require_grad_and_meta_tensors(function):
+    """A tensor that requires grad is read (detached); a tensor on the meta
+    device (a shape, no values) is refused by name, not with torch's
+    'Cannot copy out of meta tensor'."""
+    torch = pytest.importorskip("torch")
+    cases, (proba, logits, y) = _tensor_cases()
+    call = cases[function]
+    labels = torch.tensor(y)
+    with torch.no_grad():
+        expected = call(torch.tensor(proba), torch.tensor(logits), labels)
+    got = call(
+        torch.tensor(proba, requires_grad=True),
+        torch.tensor(logits, requires_grad=True),
+        labels,
+    )
+    assert type(got) is type(expected)
+    meta = {"device": "meta", "dtype": torch.float64}
+    with pytest.raises(ValueError, match="(proba|logits) is on PyTorch's 'meta'"):
+        call(torch.empty((300, 3), **meta), torch.empty((300, 3), **meta), labels)
