@@ -455,16 +455,29 @@ def test_can_reference_weight_is_a_copy(data, fitted_model):
 
 def test_labels_encoded_by_cross_val_predict_are_read_as_positions(make_wrapper, data):
     """Around a model fitted on strings, y given as codes 0..K-1 (as
-    cross_val_predict passes it for predict_proba) fits as the strings do."""
+    cross_val_predict passes it for predict_proba) fits as the strings do, and
+    says that it read them as positions."""
     X_train, X_val, y_train, y_val = data
     names = np.array(["ant", "bee", "cat"])
     model = LogisticRegression().fit(X_train, names[y_train])
     by_name = make_wrapper(model).fit(X_val, names[y_val])
-    by_code = make_wrapper(model).fit(X_val, y_val)
+    with pytest.warns(UserWarning, match=r"read as column positions \(0 as 'ant'"):
+        by_code = make_wrapper(model).fit(X_val, y_val)
     np.testing.assert_allclose(
         by_code.predict_proba(X_val), by_name.predict_proba(X_val), rtol=1e-12
     )
     np.testing.assert_array_equal(by_code.classes_, names)
+
+
+def test_codes_for_other_integer_classes_are_read_with_a_warning(data):
+    """Labels 0..2 for a model of classes 5, 6, 7 are column positions (as
+    cross_val_predict passes them), never without a word."""
+    X_train, X_val, y_train, y_val = data
+    model = LogisticRegression().fit(X_train, y_train + 5)
+    with pytest.warns(UserWarning, match=r"integers \[0, 1, 2\].*\[5, 6, 7\]"):
+        by_code = CANClassifier(model).fit(X_val, y_val)
+    by_label = CANClassifier(model).fit(X_val, y_val + 5)
+    np.testing.assert_allclose(by_code.train_prior_, by_label.train_prior_)
 
 
 def test_codes_that_could_be_classes_are_not_read_as_positions(data):

@@ -23,7 +23,13 @@ from skprior._utils._options import (
     TEMPERATURE_METHODS,
     UNCERTAINTY_KINDS,
 )
-from skprior._utils._sklearn_compat import HasMethods, Hidden, Interval, StrOptions
+from skprior._utils._sklearn_compat import (
+    HasMethods,
+    Hidden,
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
 
 _PRIOR_LIKE = ["array-like", dict]
 
@@ -59,8 +65,10 @@ CONSTRAINTS = {
     "temperature": [Interval(Real, 0, None, closed="neither")],
     "temperature_method": [StrOptions(set(TEMPERATURE_METHODS))],
     "calibration_method": [StrOptions(set(ESTIMATOR_CALIBRATION_METHODS))],
-    "reg_lambda": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
-    "reg_mu": [Interval(Real, 0, None, closed="left"), None],
+    # (a penalty beyond 1e100 times squared weights overflows; it is already
+    # a fit of all-zero weights)
+    "reg_lambda": [Interval(Real, 0, 1e100, closed="both"), StrOptions({"auto"})],
+    "reg_mu": [Interval(Real, 0, 1e100, closed="both"), None],
     "n_bins": [Interval(Integral, 1, None, closed="left")],
     "strategy": [StrOptions(set(BIN_STRATEGIES))],
     "ece_kind": [StrOptions(set(ECE_KINDS))],
@@ -70,3 +78,18 @@ CONSTRAINTS = {
 def constraints(**names):
     """``{parameter: CONSTRAINTS[kind]}`` for ``parameter=kind`` pairs."""
     return {parameter: CONSTRAINTS[kind] for parameter, kind in names.items()}
+
+
+def check_level(level, optional=False):
+    """Refuse a ``shift_level`` outside (0, 1] (or None, with ``optional``).
+
+    For the places that read a level after ``fit`` (``set_params`` sets it
+    unchecked, and scikit-learn checks an estimator's parameters in ``fit``
+    only): the message is scikit-learn's, with the range to pick from.
+    """
+    kind = "optional_shift_level" if optional else "shift_level"
+    validate_parameter_constraints(
+        constraints(shift_level=kind),
+        {"shift_level": level},
+        caller_name="the test of label shift (set_params(shift_level=...))",
+    )

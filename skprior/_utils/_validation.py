@@ -53,7 +53,8 @@ def _row_sum_tolerance(dtype, n_classes):
     is capped at 1e-2: float16 rows (machine epsilon 1e-3) are off by a few
     1e-4, and a row off by more than 1% is no rounding error.
     """
-    eps = np.finfo(dtype).eps
+    # (bfloat16, of torch and JAX, has float32's range and 8 bits of mantissa)
+    eps = 2.0**-7 if dtype == "bfloat16" else np.finfo(dtype).eps
     return max(1e-6, min(64 * eps * n_classes, 1e-2))
 
 
@@ -68,13 +69,16 @@ def _dtype_name(array):
 def _precision_dtype(proba, arr):
     """The dtype whose rounding the row sums carry: the caller's, if coarser.
 
-    float16 input (the one float dtype coarser than float32) is converted to
-    float64 for the computation, but its rows sum to one only to float16
-    precision. A NumPy dtype, for the tolerance.
+    float16 and bfloat16 input (the float dtypes coarser than float32) is
+    converted for the computation, but its rows sum to one only to its own
+    precision. A NumPy dtype, or ``"bfloat16"``, for the tolerance.
     """
+    given = _dtype_name(proba)
+    if given == "bfloat16":  # (no NumPy dtype: named, for the tolerance)
+        return given
     if _dtype_name(arr) == "float32":  # (float16 input became float64, not float32)
         return np.dtype(np.float32)
-    return np.dtype(np.float16 if _dtype_name(proba) == "float16" else np.float64)
+    return np.dtype(np.float16 if given == "float16" else np.float64)
 
 
 def _check_proba_shape(shape, name, min_classes):
@@ -252,19 +256,21 @@ def check_proba_with_row_max(proba, *, name="proba"):
 def _prior_in_class_order(prior, n_classes, classes, name):
     """A prior keyed by class (dict, pandas Series) as values in ``classes`` order.
 
-    Anything else is returned as it is, to be read in order. A Series with the
-    default index 0, 1, ... is read in order too (it was built from a list).
+    Anything else is returned as it is, to be read in order. Keys are matched
+    by label, the same for a dict and a Series: a Series with the default
+    index 0, 1, ... is read in order (it was built from a list) only where
+    those cannot be the classes (``classes`` ``[2, 1, 0]`` read it by label).
     """
+    where = "classes_" if classes is not None else "the columns"
+    keys = list(range(n_classes)) if classes is None else list(classes)
     if isinstance(prior, Mapping):
         labels, values = list(prior.keys()), list(prior.values())
     elif hasattr(prior, "index") and hasattr(prior, "to_numpy"):
         labels, values = list(prior.index), prior.to_numpy()
-        if labels == list(range(len(labels))):
+        if labels == list(range(len(labels))) and set(labels) != set(keys):
             return values
     else:
         return prior
-    where = "classes_" if classes is not None else "the columns"
-    keys = list(range(n_classes)) if classes is None else list(classes)
     position = {label: i for i, label in enumerate(labels)}
     if len(labels) != len(keys) or any(key not in position for key in keys):
         raise ValueError(
@@ -334,6 +340,9 @@ def prior_length(prior, name="prior"):
     return arr.shape[0]
 
 
+_SMALLEST_TRAIN_PRIOR = 1e-300
+
+
 def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
     """:func:`check_prior` for a training prior, which must be positive.
 
@@ -342,18 +351,21 @@ def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
     with, where every class it predicts had examples.
     """
     prior = check_prior(prior, n_classes, name=name, classes=classes)
-    if not prior.all():
+    # (below 1e-300, p / q_c and its sums over the classes overflow)
+    tiny = prior < _SMALLEST_TRAIN_PRIOR
+    if tiny.any():
         zero = (
-            np.flatnonzero(prior == 0).tolist()
+            np.flatnonzero(tiny).tolist()
             if classes is None
-            else np.asarray(classes)[prior == 0].tolist()
+            else np.asarray(classes)[tiny].tolist()
         )
         where = "classes" if classes is not None else "classes at positions"
         raise ValueError(
-            f"{name} is 0 for the {where} {zero}: the methods divide the "
-            f"posteriors by it (p(c|x) / q_c), so it must be positive. Pass the "
-            f"prior the model was trained with (every class it predicts had "
-            f"training examples), for example as train_prior= of the wrappers."
+            f"{name} is {prior[tiny][0]:.3g} for the {where} {zero}: the methods "
+            f"divide the posteriors by it (p(c|x) / q_c), so it must be positive "
+            f"(at least {_SMALLEST_TRAIN_PRIOR:g}). Pass the prior the model was "
+            f"trained with (every class it predicts had training examples), for "
+            f"example as train_prior= of the wrappers."
         )
     return prior
 
@@ -454,22 +466,41 @@ def check_logits(
     return arr, dtype
 
 
+# Finite logits beyond this are refused: divided by a temperature below 1, or
+# summed in a matrix product, they overflow (no model's logits come near).
+_LARGEST_LOGIT = 1e100
+
+
 def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
     """Refuse NaN, ``+inf`` and all ``-inf`` rows: one pass, one transfer."""
     top = xp.max(z, axis=1)
-    checks = [xp.all(z < xp.inf), xp.any(top == -xp.inf)]
+    # (float32 cannot hold 1e100, and its logits, however large, are fitted
+    # in float64 on the host)
+    limit = _LARGEST_LOGIT if z.dtype == xp.float64 else xp.inf
+    checks = [xp.all(z < limit), xp.any(top == -xp.inf), xp.min(z)]
     # (NumPy's test stops at the first rule that fails; on a device every
     # reduction is taken in the one pass)
     probe = warn_probabilities and not is_numpy
     if probe:
-        checks += [xp.min(z), xp.max(z), xp.max(xp.abs(xp.sum(z, axis=1) - 1))]
+        checks += [xp.max(z), xp.max(xp.abs(xp.sum(z, axis=1) - 1))]
     values = to_host(xp, *checks)
     if not values[0]:
         (bad,) = to_host(xp, xp.any(~(z < xp.inf), axis=1))
-        raise ValueError(
-            f"{name} contains NaN or +inf (first in row {int(np.flatnonzero(bad)[0])})"
-            f". Logits must be finite or -inf (the log of a zero probability)."
-        )
+        if bad.any():
+            raise ValueError(
+                f"{name} contains NaN or +inf (first in row "
+                f"{int(np.flatnonzero(bad)[0])}). Logits must be finite or -inf "
+                f"(the log of a zero probability)."
+            )
+    if limit < np.inf and (not values[0] or values[2] <= -limit):
+        (bad,) = to_host(xp, xp.any((xp.abs(z) >= limit) & (z != -xp.inf), axis=1))
+        if bad.any():
+            raise ValueError(
+                f"{name} has entries beyond +-{_LARGEST_LOGIT:g} (first in row "
+                f"{int(np.flatnonzero(bad)[0])}): scaled or combined, logits "
+                f"that large overflow (and the softmax of such a row is one-hot). "
+                f"Divide them by a constant, or pass the model's log-probabilities."
+            )
     if values[1]:
         (bad,) = to_host(xp, top == -xp.inf)
         raise ValueError(
@@ -514,3 +545,17 @@ def resolve_k(k, n_classes, kind):
             f"{hint if n_classes == 2 else ''}."
         )
     return int(k)
+
+
+def check_class_count(n_classes, limit, method, cost, alternative):
+    """Refuse a method whose cost at ``n_classes`` classes is out of reach.
+
+    ``cost`` says what grows (and how long it took where measured), and
+    ``alternative`` what to use instead; the limits are documented with the
+    methods.
+    """
+    if n_classes > limit:
+        raise ValueError(
+            f"{method} takes at most {limit:,} classes, got {n_classes:,}: {cost}. "
+            f"{alternative}"
+        )

@@ -51,7 +51,20 @@ def on_host(value):
     transfer, and NumPy's conversion rules and messages from there on.
     """
     xp = namespace_of(value)
-    return value if xp is None else to_host(xp, value)[0]
+    if xp is None:
+        return value
+    refuse_meta(value, "An input")
+    return to_host(xp, value)[0]
+
+
+def refuse_meta(array, name):
+    """Refuse a tensor on PyTorch's ``meta`` device: a shape without values."""
+    if getattr(array, "is_meta", False):
+        raise ValueError(
+            f"{name} is on PyTorch's 'meta' device, which holds shapes but no "
+            f"values: there is nothing to compute with. Create it on a real "
+            f"device (or .to('cpu') one that has its values)."
+        )
 
 
 def _first(arr):
@@ -181,6 +194,7 @@ def as_float(xp, array, name):
     float32 and float64 stay as they are; other real numbers become float64,
     as :func:`as_numeric` converts them.
     """
+    refuse_meta(array, name)
     if array.dtype in (xp.float32, xp.float64):
         return array
     if xp.isdtype(array.dtype, ("bool", "integral", "real floating")):

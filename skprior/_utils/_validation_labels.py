@@ -21,7 +21,7 @@ from skprior._utils._array_api import (
     to_host,
     work_dtype,
 )
-from skprior._utils._validation import check_proba
+from skprior._utils._validation import check_proba, warn_user
 from skprior._utils._validation_arrays import (
     _first,
     as_float,
@@ -98,12 +98,23 @@ def encode_labels(
     is how scikit-learn's ``cross_val_predict`` passes ``y`` for
     ``method="predict_proba"`` (label-encoded, in the sorted order of the
     classes), and how ``CalibratedClassifierCV`` reads it around a frozen
-    model. Labels that could be classes are never read as positions.
+    model; it warns, since the same ``y`` may be another model's labels
+    (``0..2`` for classes ``[5, 6, 7]``). Labels that could be classes are
+    never read as positions.
     """
     position = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
     uniques, inverse = np.unique(np.asarray(y), return_inverse=True)
     unknown = [label for label in uniques.tolist() if label not in position]
     if unknown and positions and _are_positions(uniques, position):
+        # (never silently: the same y may be labels of another model)
+        classes = np.asarray(classes).tolist()
+        read = ", ".join(f"{i} as {classes[i]!r}" for i in uniques.tolist()[:5])
+        warn_user(
+            f"{name} holds integers {uniques.tolist()[:10]} and none of them is "
+            f"a class of the model ({classes[:20]}): they are read as column "
+            f"positions ({read}), as cross_val_predict(method='predict_proba') "
+            f"passes them. If they are labels, pass the model's own labels."
+        )
         return uniques.astype(np.intp)[inverse.reshape(-1)]
     if unknown:
         raise ValueError(
@@ -157,11 +168,11 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
         weights = as_float(xp, sample_weight, name)
         if weights.ndim == 1 and weights.shape[0] == n_samples:  # (as the labels)
             weights = per_row(xp, weights, like, dtype=dtype)
-            finite, smallest, total = to_host(
-                xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.sum(weights)
+            finite, smallest, largest = to_host(
+                xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.max(weights)
             )
-            if finite and smallest >= 0 and total > 0:
-                return weights
+            if finite and smallest >= 0 and largest > 0:
+                return _near_one(weights, float(largest))
         sample_weight = to_host(xp, weights)[0]  # (NumPy's checks: the message)
     if sample_weight is None:
         return np.ones(n_samples)
@@ -189,12 +200,28 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
             f"{weights[bad]:g}); weights must be non-negative. Give a sample "
             f"that should not count weight 0."
         )
-    if weights.sum() <= 0:
+    largest = float(weights.max())
+    if largest <= 0:
         raise ValueError(
             f"{name} sums to zero: every sample has weight 0. Give at least one "
             f"sample a positive weight."
         )
-    return np.array(weights, dtype=np.float64, copy=True)
+    return _near_one(np.array(weights, dtype=np.float64, copy=True), largest)
+
+
+def _near_one(weights, largest):
+    """``weights`` (of maximum ``largest``) scaled near 1 if they are far from it.
+
+    Weights are scale-free (every use divides by their total), but their sums
+    and squares overflow from about 1e154 up and lose every digit near 1e-320
+    (subnormal): weights that far from 1 are scaled by a power of two, which
+    is exact (in two steps: 2**1074 itself is not a float), and the others
+    returned as they are.
+    """
+    if 2.0**-256 <= largest <= 2.0**256:
+        return weights
+    half = 2.0 ** (-int(np.frexp(largest)[1]) / 2)
+    return weights * half * half
 
 
 def _check_column_names(y_proba, labels):

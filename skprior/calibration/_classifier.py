@@ -208,6 +208,16 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             xp, _ = get_namespace(proba)
             return safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
         n_classes = len(self.classes_)
+        final = self.estimator_
+        while hasattr(final, "steps"):  # (a pipeline: its final step scores)
+            final = final.steps[-1][1]
+        if n_classes > 2 and getattr(final, "decision_function_shape", "") == "ovo":
+            # (K = 3 gives 3 columns too: the width cannot tell)
+            raise ValueError(
+                f"{type(final).__name__}(decision_function_shape='ovo') scores "
+                f"pairs of classes, not classes: its columns are not logits. "
+                f"Fit it with decision_function_shape='ovr' (the default)."
+            )
         scores = self._call_inner("decision_function", X)
         # (array API dispatch: the scores stay in their namespace, on device)
         _, is_numpy = get_namespace(scores)

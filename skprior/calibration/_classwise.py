@@ -20,6 +20,7 @@ import numpy as np
 from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import check_class_count
 from skprior.calibration._checks import (
     require_every_class,
     warn_if_few_rows,
@@ -40,6 +41,10 @@ from skprior.calibration._rows import (
     map_rows,
     parameter_array,
 )
+
+# The full Dirichlet map has K**2 parameters: above this, refused (with the
+# alternatives) rather than left to run for many minutes.
+MAX_DIRICHLET_CLASSES = 1000
 
 # -- vector scaling -------------------------------------------------------------------
 
@@ -230,6 +235,13 @@ def _dirichlet_inputs(logits, y, sample_weight):
     of weight 0 are left out by index, not copied.
     """
     data = fit_rows(logits, y, sample_weight)
+    check_class_count(
+        data.shape[1],
+        MAX_DIRICHLET_CLASSES,
+        "Dirichlet calibration",
+        "its K x K matrix is K**2 parameters, fitted by L-BFGS (319 s at 2,000)",
+        "Use fit_vector_scaling (2 K parameters) or fit_temperature.",
+    )
     require_every_class(
         data,
         "Dirichlet calibration",
@@ -326,6 +338,10 @@ def fit_dirichlet_calibration(
 
     Notes
     -----
+    **Many classes.** More than 1,000 classes are refused: :math:`W` has
+    :math:`K^2` parameters (the fit took 319 s at 2,000); vector scaling has
+    :math:`2K`.
+
     **Exact zeros.** :math:`\log p` is floored at ``LOG_PROBA_FLOOR``
     (:math:`\log` of the smallest normal float32, about :math:`-87.3`):
     otherwise a single zero probability makes :math:`W \log p` NaN (an

@@ -21,13 +21,25 @@ from skprior._utils._options import (
     RLLS_DELTA,
 )
 from skprior._utils._sklearn_compat import validate_params
-from skprior._utils._validation import check_confusion, check_proba
+from skprior._utils._validation import (
+    check_class_count,
+    check_confusion,
+    check_proba,
+)
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior.label_shift._solvers import (
     joint_confusion,
     like,
     predicted_counts,
     project_to_simplex,
+)
+
+# Above these the K x K solves run for minutes: refused, with the alternative.
+MAX_BBSE_CLASSES = 3000
+MAX_RLLS_CLASSES = 1000
+_LARGE_K_ALTERNATIVE = (
+    "Use estimate_test_prior (EM: O(n K) per pass), or method='mle' of "
+    "PriorAdaptedClassifier."
 )
 
 
@@ -83,6 +95,9 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
 
     Notes
     -----
+    More than 3,000 classes are refused (the solve grows as :math:`K^3`: 42 s
+    at 3,000); :func:`estimate_test_prior` costs :math:`O(nK)` per pass.
+
     A class never predicted on the held-out data makes a zero row of ``C``;
     the system is then singular and ``lstsq`` returns the minimum-norm
     solution: the estimate is still defined but less reliable.
@@ -178,6 +193,10 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
 
     Notes
     -----
+    More than 1,000 classes are refused (the constrained solves grow faster
+    than :math:`K^3`: 296 s at 2,000); :func:`estimate_test_prior` costs
+    :math:`O(nK)` per pass.
+
     *How much the penalty does.* Because the norms are not squared, the
     penalty is exact rather than a smooth shrinkage: :math:`\theta = 0` is the
     solution as soon as :math:`\|C^\top \hat b\| \le \Delta \|\hat b\|`,
@@ -302,6 +321,13 @@ def bbse_from_frequencies(frequencies, confusion, projection="clip"):
     ``projection="simplex"``: the Euclidean projection of ``w * q_held_out``
     onto the simplex.
     """
+    check_class_count(
+        confusion.shape[0],
+        MAX_BBSE_CLASSES,
+        "BBSE",
+        "its least-squares solve grows as K**3 (42 s at 3,000 classes)",
+        _LARGE_K_ALTERNATIVE,
+    )
     held_out_prior = confusion.sum(axis=0)
     with single_blas_thread():  # (see rlls_from_frequencies)
         weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
@@ -407,6 +433,18 @@ def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
     waits for a thread that is not scheduled (K = 100: 2x slower with a second
     busy process on two cores).
     """
+    if isinstance(reg, bool):  # (a bool is an int to the constraint)
+        raise ValueError(
+            f"reg={reg} is a bool; RLLS takes a penalty >= 0 or 'auto'. Pass "
+            f"reg='auto' (the default), reg=0.0 (BBSE) or a number."
+        )
+    check_class_count(
+        confusion.shape[0],
+        MAX_RLLS_CLASSES,
+        "RLLS",
+        "its constrained solves grow faster than K**3 (296 s at 2,000 classes)",
+        _LARGE_K_ALTERNATIVE,
+    )
     with single_blas_thread():
         if isinstance(reg, str):
             # "auto": sigma_min(C) sqrt(log(2 K / delta) / n), the paper's rate

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from skprior._utils._constraints import constraints
+from skprior._utils._constraints import check_level, constraints
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_prior, check_proba, warn_user
@@ -32,14 +32,13 @@ class ShiftTest:
     Attributes
     ----------
     statistic : float
-        Hotelling's :math:`T^2` of the batch's mean posterior against the
-        reference.
+        The standardised sum of squares :math:`T` of the batch's mean
+        posterior against the reference.
     pvalue : float
         Its upper-tail probability under "no shift"; ``nan`` when the test
-        cannot be run (too few rows behind the covariance).
+        cannot be run (too few rows behind the variances).
     dof : int
-        Dimensions tested: the rank of the posteriors' covariance (at most
-        ``n_classes - 1``).
+        Classes tested: those whose posteriors vary in the reference.
     shifted : bool
         Whether ``pvalue <= level``: the batch's prior differs from the
         reference's. ``False`` when the test cannot be run.
@@ -79,18 +78,23 @@ def label_shift_test(
     class prior, :math:`E[p_k] = \sum_j \pi_j E[p_k \mid y = j]` (the soft
     confusion matrix of black-box shift detection, Lipton et al., 2018;
     Rabanser et al., 2019), so "no shift" means the batch's mean posterior
-    :math:`\bar p` equals the reference's :math:`\mu`. The statistic is
-    Hotelling's
+    :math:`\bar p` equals the reference's :math:`\mu`. The statistic is the
+    standardised sum of squares of high-dimensional mean tests (Srivastava
+    and Du, 2008; Chen and Qin, 2010)
 
-    .. math:: T^2 = n_{\mathrm{eff}}\,(\bar p - \mu)^\top S^{+} (\bar p - \mu),
+    .. math:: T = n_{\mathrm{eff}} \sum_k (\bar p_k - \mu_k)^2 / v_k,
 
-    with :math:`S^{+}` the pseudo-inverse of the posteriors' covariance (rank
-    :math:`d \le K - 1`: rows sum to one), and
-    :math:`T^2 (m - d) / (d (m - 1))` is referred to :math:`F(d, m - d)`, with
-    :math:`m` the rows behind :math:`S`. Its null distribution rests on the
-    central limit theorem for the mean of the rows, not on calibration: a
-    miscalibrated model's posteriors are compared with that same model's
-    posteriors on data without shift.
+    with :math:`v_k` the variance of class :math:`k`'s posteriors pooled over
+    the reference and the batch (and the gap between their means: the
+    variance under "no shift"). Its null mean is :math:`\mathrm{tr}(R)` and
+    its variance :math:`2\,\mathrm{tr}(R^2)`, :math:`R` the posteriors'
+    correlation matrix, estimated from the reference; the p-value is the tail
+    of the scaled :math:`\chi^2` with those two moments (Satterthwaite, 1946).
+    The null distribution rests on the central limit theorem for the mean of
+    the rows, not on calibration: a miscalibrated model's posteriors are
+    compared with that same model's posteriors on data without shift. Unlike
+    Hotelling's :math:`T^2`, it holds its level when the classes are many
+    against the rows (CIFAR-100 with 300 reference and 300 batch rows).
 
     Parameters
     ----------
@@ -99,14 +103,14 @@ def label_shift_test(
     reference : array-like of shape (n_reference, n_classes) or (n_classes,)
         What the batch is compared with. Two-dimensional (recommended): the
         same model's posteriors on data without shift, such as the
-        validation data whose labels give the training prior; :math:`\mu` and
-        :math:`S` are theirs, and :math:`n_{\mathrm{eff}} = 1 / (1/n +
+        validation data whose labels give the training prior; :math:`\mu`,
+        the variances and :math:`R` are theirs, and :math:`n_{\mathrm{eff}} = 1 / (1/n +
         1/n_{\mathrm{ref}})` counts the noise of both means. One-dimensional:
         a prior :math:`q` that the batch's mean posterior equals without shift
         -- true of a calibrated model only, since a miscalibrated model's mean
         posterior differs from its training prior with no shift at all; then
-        :math:`S` is the batch's own covariance and :math:`n > K` rows are
-        needed.
+        the variances and :math:`R` are the batch's own and :math:`n > K`
+        rows are needed.
     sample_weight : array-like of shape (n_reference,), default=None
         Weights of the reference rows (two-dimensional ``reference`` only).
     level : float in (0, 1], default=0.01
@@ -142,8 +146,13 @@ def label_shift_test(
        with black box predictors", ICML 2018.
     .. [2] Rabanser, Gunnemann and Lipton, "Failing loudly: an empirical study
        of methods for detecting dataset shift", NeurIPS 2019.
-    .. [3] Hotelling, "The generalization of Student's ratio", Annals of
-       Mathematical Statistics 2(3), 1931.
+    .. [3] Srivastava and Du, "A test for the mean vector with fewer
+       observations than the dimension", Journal of Multivariate Analysis
+       99(3), 2008.
+    .. [4] Chen and Qin, "A two-sample test for high-dimensional data with
+       applications to gene-set testing", Annals of Statistics 38(2), 2010.
+    .. [5] Satterthwaite, "An approximate distribution of estimates of
+       variance components", Biometrics Bulletin 2(6), 1946.
 
     Examples
     --------
@@ -196,28 +205,27 @@ class ShiftGate:
 
     def test(self, proba, level):
         """The :class:`ShiftTest` of the checked batch ``proba`` at ``level``."""
+        check_level(level)
         n_rows, n_classes = proba.shape
-        null = self.reference
-        if null is None:
+        if self.reference is None:
             if n_rows <= n_classes:
                 warn_user(
                     f"label_shift_test with a prior as reference estimates the "
-                    f"posteriors' covariance from the batch, which needs more "
+                    f"posteriors' variances from the batch, which needs more "
                     f"rows than classes ({n_rows} rows for {n_classes} classes): "
                     f"the test is not run and the batch is not declared shifted. "
                     f"Pass the model's posteriors on data without shift as "
                     f"reference."
                 )
                 return ShiftTest(float("nan"), float("nan"), 0, False)
-            _, covariance, _ = weighted_moments(proba)
-            null = NoShiftReference(self.expected, covariance, n_rows, np.inf)
-        statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
+            null = NoShiftReference.from_proba(proba, expected=self.expected)
+            statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
+        else:
+            mean, variance, _ = weighted_moments(proba)
+            statistic, pvalue, dof = self.reference.test(mean, n_rows, variance)
         return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
 
 
-@validate_params(
-    constraints(shift_level="optional_shift_level"), prefer_skip_nested_validation=True
-)
 def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):
     """The prior to adjust a batch to: test for shift, then estimate.
 
@@ -235,6 +243,7 @@ def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):
     shift : ShiftTest or None
         The test (None when not run).
     """
+    check_level(shift_level, optional=True)
     if shift_level is None:
         return estimate(proba), None
     shift = gate.test(proba, shift_level)

@@ -182,6 +182,11 @@ def effective_train_prior(
     y = column_or_1d(on_host(y), warn=True)
     if y.size == 0:
         raise ValueError("y is empty: pass the training labels.")
+    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
+        raise ValueError(
+            "y contains NaN or infinite labels: drop those rows (or give them "
+            "their class) before computing the prior."
+        )
     classes, y_index = np.unique(y, return_inverse=True)
     given_weights = on_host(sample_weight)
     weights = check_sample_weight(given_weights, y.size)
@@ -203,6 +208,15 @@ def effective_train_prior(
         raise ValueError(
             "sample_weight gives every class weight 0: pass the weights the "
             "model was trained with."
+        )
+    if not np.all(prior > 0):
+        # (every function that takes a prior refuses a 0 entry: Bayes' rule
+        # cannot move mass to or from a class the model gives none)
+        absent = classes[prior <= 0].tolist()[:10]
+        raise ValueError(
+            f"The weights give classes {absent} weight 0, so the model was not "
+            f"trained on them: drop their rows from y, or fix their "
+            f"sample_weight / class_weight / sampling_ratio / resampled_counts."
         )
     # The dtype of float weights, else of float labels (float32 in, float32
     # out, as for data elsewhere); integer labels alone give float64.

@@ -669,13 +669,14 @@ def test_cross_val_predict_with_string_labels_around_a_fitted_model():
     model = LogisticRegression(max_iter=1000).fit(X[::2], names[::2])
     X_val, names_val = X[1::2], names[1::2]
     folds = KFold(3, shuffle=True, random_state=0)
-    proba = cross_val_predict(
-        TemperatureCalibratedClassifier(model, method="nll"),
-        X_val,
-        names_val,
-        cv=folds,
-        method="predict_proba",
-    )
+    with pytest.warns(UserWarning, match="read as column positions"):
+        proba = cross_val_predict(
+            TemperatureCalibratedClassifier(model, method="nll"),
+            X_val,
+            names_val,
+            cv=folds,
+            method="predict_proba",
+        )
     expected = np.empty_like(proba)
     for train, test in folds.split(X_val):
         wrapper = TemperatureCalibratedClassifier(model, method="nll")

@@ -20,6 +20,7 @@ from sklearn.linear_model import LogisticRegression
 from skprior import (
     PriorAdaptedClassifier,
     bbse_test_prior,
+    effective_train_prior,
     joint_confusion_matrix,
     rlls_test_prior,
 )
@@ -367,3 +368,53 @@ def test_online_rlls_equals_rlls_of_the_whole_stream(three_classes):
         wrapper.update_prior(batch)
     assert wrapper.n_seen_ == 600
     np.testing.assert_allclose(wrapper.online_prior_, wrapper.estimate_prior(stream))
+
+
+@pytest.mark.parametrize("reg", [True, False])
+def test_rlls_penalty_given_as_a_bool_is_refused(reg):
+    """reg=True was taken as the penalty 1.0 (a bool is an int)."""
+    rng = np.random.default_rng(0)
+    proba, y = rng.dirichlet(np.ones(3), 200), rng.integers(0, 3, 200)
+    confusion = joint_confusion_matrix(proba, y)
+    with pytest.raises(ValueError, match=r"reg=(True|False) is a bool.*reg='auto'"):
+        rlls_test_prior(proba, confusion, reg=reg)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"y": np.array([0.0, 1.0, np.nan, 1.0])}, "NaN or infinite labels"),
+        (
+            {"y": np.array([0, 1, 2, 1]), "sample_weight": np.array([1, 1, 0, 1.0])},
+            r"classes \[2\] weight 0",
+        ),
+    ],
+)
+def test_effective_train_prior_refuses_what_no_prior_can_hold(kwargs, match):
+    """NaN labels were counted as a class, and a class whose weights are all 0
+    gave a prior with a 0 entry, which every function taking a prior refuses."""
+    with pytest.raises(ValueError, match=match):
+        effective_train_prior(**kwargs)
+
+
+def test_many_classes_finish_quickly():
+    """K = 2,000 on 4,000 rows (RLLS took 296 s, the test of shift and BBSE
+    minutes at 10,000): the test of shift and BBSE answer, RLLS refuses with
+    the alternative (its solves grow faster than K^3)."""
+    from skprior import label_shift_test
+
+    n_classes, rng = 2000, np.random.default_rng(0)
+    y = np.arange(2 * n_classes) % n_classes
+    logits = rng.standard_normal((len(y), n_classes))
+    logits[np.arange(len(y)), y] += 5
+    proba = np.exp(logits - logits.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    confusion = joint_confusion_matrix(proba, y)
+    half = rng.permutation(len(y))[:n_classes]  # (no shift: a random half)
+    assert not label_shift_test(proba[half], proba).shifted
+    prior = bbse_test_prior(proba[half], confusion)
+    assert prior.shape == (n_classes,) and abs(prior.sum() - 1) < 1e-9
+    with pytest.raises(
+        ValueError, match="RLLS takes at most 1,000.*estimate_test_prior"
+    ):
+        rlls_test_prior(proba, confusion)
