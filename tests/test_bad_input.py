@@ -773,6 +773,18 @@ _add(
     BAD_COUNT[1:],
     lambda v: skprior.CumulativePrior(Q, budget=v),
 )
+_add(
+    "AggregatingPrior",
+    "train_prior",
+    BAD_TRAIN_PRIOR[1:] + [("None", None)],
+    lambda v: skprior.AggregatingPrior(v),
+)
+_add(
+    "AggregatingPrior.update",
+    "proba",
+    [*BAD_PROBA, ("wrong width", P[:, :2] / P[:, :2].sum(axis=1, keepdims=True))],
+    lambda v: skprior.AggregatingPrior(Q).update(v),
+)
 for _tracker in ("FollowTheHistory", "FLHFTL"):
     _add(
         _tracker,

@@ -40,6 +40,7 @@ from sklearn.exceptions import ConvergenceWarning
 import skprior
 from skprior import (
     FLHFTL,
+    AggregatingPrior,
     CumulativePrior,
     FollowTheHistory,
     adjust_to_prior,
@@ -326,6 +327,15 @@ VALUE_CASES = {
     "reliability_curve-quantile": (
         lambda a: reliability_curve(a.i(Y), a.f(PROBA), strategy="quantile"),
         EXACT,
+    ),
+    "AggregatingPrior": (
+        lambda a: (
+            AggregatingPrior(a.f(TRAIN))
+            .update(a.f(SHIFTED[:100]))
+            .update(a.f(SHIFTED[100:]))
+            .prior_
+        ),
+        ITERATIVE,
     ),
     "CumulativePrior": (
         lambda a: (

@@ -377,7 +377,7 @@ BAD_OPTIONS = [
     (["calibrate", "good.npy", "--fit-labels", "labels.npy", "--reg-mu", "1"],
      ["--reg-mu is used only with --method dirichlet", "--method ec"]),
     (["calibrate", "good.npy", "--fit-labels", "labels.npy", "--method",
-      "dirichlet", "--reg-lambda", "-1"], ["--reg-lambda must be", "[0.0, inf)"]),
+      "dirichlet", "--reg-lambda", "-1"], ["--reg-lambda must be", "[0.0, 1e+100]"]),
     (["calibrate", "good.npy", "--fit-labels", "labels.npy", "--method",
       "dirichlet", "--reg-lambda", "some"],
      ["argument --reg-lambda: 'some' is neither a number nor 'auto'"]),
