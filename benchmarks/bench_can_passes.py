@@ -37,6 +37,7 @@ Run from the repository root::
 """
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -55,16 +56,6 @@ from bench_prior_passes import stacked_cifar100, tiled  # noqa: E402
 
 from skprior import alternating_normalization  # noqa: E402
 from skprior.can import _compiled  # noqa: E402
-
-
-def best_cpu_time(func, repeats):
-    """Best CPU time of the process over ``repeats`` calls, and the last result."""
-    best, result = np.inf, None
-    for _ in range(repeats):
-        start = time.process_time()
-        result = func()
-        best = min(best, time.process_time() - start)
-    return best, result
 
 
 def with_numba(enabled):
@@ -163,7 +154,8 @@ def main():
     args = parser.parse_args()
     import numba  # (the kernel's requirement: fail early without it)
 
-    timer = best_cpu_time if args.cpu_time else best_time
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    timer = functools.partial(best_time, clock=clock)
     now = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     print(
         f"CAN d = 1 in proba.sum() passes; {now} UTC; numpy {np.__version__}, "

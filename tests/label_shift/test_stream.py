@@ -82,13 +82,6 @@ def stationary_stream(proba, labels, prior, n_rows, seed):
     return proba[rows].astype(np.float64)
 
 
-@pytest.fixture(scope="module")
-def blob_wrapper():
-    X, y = make_blobs(n_samples=3000, centers=3, cluster_std=3.0, random_state=0)
-    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
-    return model, X, y
-
-
 def test_cumulative_is_the_batch_mle_within_the_budget(cifar100):
     """While the stream fits in the budget the estimate is the exact MLE."""
     proba, _ = cifar100

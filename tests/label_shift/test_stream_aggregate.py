@@ -6,7 +6,6 @@ import pickle
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
 from sklearn.linear_model import LogisticRegression
 
 from skprior import (
@@ -16,24 +15,7 @@ from skprior import (
     FollowTheHistory,
     PriorAdaptedClassifier,
 )
-
-
-def stationary_stream(proba, labels, prior, n_rows, seed):
-    """Rows of the stored outputs drawn with replacement at class ``prior``."""
-    rng = np.random.default_rng(seed)
-    n_classes = proba.shape[1]
-    by_class = [np.flatnonzero(labels == c) for c in range(n_classes)]
-    classes = rng.choice(n_classes, size=n_rows, p=prior)
-    rows = np.array([rng.choice(by_class[c]) for c in classes])
-    return proba[rows].astype(np.float64)
-
-
-@pytest.fixture(scope="module")
-def blob_wrapper():
-    X, y = make_blobs(n_samples=3000, centers=3, cluster_std=3.0, random_state=0)
-    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
-    return model, X, y
-
+from tests.label_shift.test_stream import stationary_stream
 
 # -- AggregatingPrior ----------------------------------------------------------------
 
