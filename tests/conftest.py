@@ -40,6 +40,18 @@ def cifar10():
     return load_model_outputs("wideresnet-16-4-cifar-10")
 
 
+@pytest.fixture(scope="module")
+def blob_wrapper():
+    """A logistic regression fitted on the first half of three noisy blobs, X, y
+    (the stream tests)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_blobs(n_samples=3000, centers=3, cluster_std=3.0, random_state=0)
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    return model, X, y
+
+
 # -- hypothesis profiles (tests/test_properties.py) -----------------------------------
 # "ci", the default: few examples, derandomised (the same inputs on every run),
 # no example database written into the tree. "release": many examples, random:
