@@ -6,14 +6,15 @@ when numba is installed. The NumPy path makes a pass over the batch for each
 operation (row maxima and row sums for the validation, the screen, the output
 copy, the column sums of the confident rows, the correction). Here:
 
-1. :func:`screen`: NumPy copies the batch into the output in a second
-   thread, while :func:`_screen` reads each row from memory once and, with
-   the row in the cache, computes its sum (for the validation) and its
-   largest entry seen as unsigned bits (which finds every entry that is not
-   a finite non-negative float, as ``_validation.check_proba_with_row_max``
-   does), the top-k uncertainty of the rows that the row-maximum bound does
-   not already show confident (``_solvers.low_confidence``), and the column
-   sums of the confident rows (``sum_i A_i ** alpha``).
+1. :func:`screen`: the threads (one per core) take the batch in tasks of a
+   few MB in turn; each copies its rows into the output (NumPy's copy) and
+   then :func:`_screen` reads them once, while they are in the cache, and
+   computes for each row its sum (for the validation) and its largest entry
+   seen as unsigned bits (which finds every entry that is not a finite
+   non-negative float, as ``_validation.check_proba_with_row_max`` does),
+   the top-k uncertainty of the rows that the row-maximum bound does not
+   already show confident (``_solvers.low_confidence``), and the column sums
+   of the confident rows (``sum_i A_i ** alpha``).
 2. :func:`correct`: the closed form of CAN with one iteration,
    ``q * b**alpha / (C + b**alpha)`` renormalised, written over the
    low-confidence rows of the output (a few percent of the batch).
@@ -29,6 +30,7 @@ machine compiles.
 """
 
 import math
+import os
 import threading
 
 import numba
@@ -37,9 +39,10 @@ import numpy as np
 from skprior._utils._validation import _LOGITS_FIX, _check_rows
 from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
 
-# Whether :func:`screen` copies the output in a second thread while the
-# kernel reads (False: before it, in the calling thread).
-COPY_IN_THREAD = True
+# The threads of :func:`screen` (None: one per core of the process) and
+# the size of the tasks they take in turn (rows of about this many bytes).
+THREADS = None
+TASK_BYTES = 2**22
 
 # Largest k whose top k are found level by level (k sweeps over the row in
 # the cache); above, the row is sorted (k near n_classes, rare).
@@ -239,47 +242,92 @@ def screen(proba, k, tau, kind, alpha, accumulate):
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
     n_rows, n_classes = proba.shape
-    # The output is copied by NumPy: one large copy (memcpy) writes around
-    # the cache into the pages new to the process at about half the cost of
-    # the same writes from the loop (16 against 24 ms at 200,000 x 100
-    # float32, where a read costs 3.6 ms). It runs in a second thread (NumPy
-    # releases the GIL to copy, the kernel too) while the kernel reads.
+    # The batch goes in tasks of TASK_BYTES, which the threads take in turn:
+    # each copies its rows into the output (NumPy's copy, a memcpy), then
+    # screens them while they are still in the cache. The output's pages are
+    # new to the process: the system clears each on its first write, which
+    # costs more than the copy itself (about two reads of the batch), so
+    # the copy is shared out with the screen rather than run beside it.
+    # Taking tasks in turn balances the threads when another process holds
+    # a core (a thread that gets half a core takes fewer tasks).
+    step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
+    n_tasks = -(-n_rows // step)
     out = np.empty_like(proba)
-    copier = threading.Thread(target=np.copyto, args=(out, proba))
-    if COPY_IN_THREAD:
-        copier.start()
-    else:
-        copier.run()
-    cell = np.zeros(1, dtype=unsigned)
     low = np.zeros(n_rows, dtype=bool)
     row_sums = np.empty(n_rows)
-    column_sums = np.zeros(n_classes)
-    try:
-        bad, small = _screen(
-            proba,
-            proba.view(unsigned),
-            low,
-            row_sums,
-            column_sums,
-            cell,
-            cell.view(proba.dtype),
-            np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
-            k,
-            screen_share(k, tau, proba.shape, proba.dtype),
-            float(np.log(k if kind == "renormalized" else n_classes)),
-            tau - TAU_ROUNDING,
-            kind == "renormalized",
-            accumulate,
-            float(alpha),
-            proba.dtype.type(power_floor(alpha)),
-        )
-    finally:
-        if COPY_IN_THREAD:
-            copier.join()
+    column_sums = np.zeros((n_tasks, n_classes))
+    flags = np.zeros((n_tasks, 2), dtype=bool)  # (bad, small) per task
+    bits = proba.view(unsigned)
+    constants = (
+        np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
+        k,
+        screen_share(k, tau, proba.shape, proba.dtype),
+        float(np.log(k if kind == "renormalized" else n_classes)),
+        tau - TAU_ROUNDING,
+        kind == "renormalized",
+        accumulate,
+        float(alpha),
+        proba.dtype.type(power_floor(alpha)),
+    )
+    tasks = iter(range(n_tasks))  # (shared: each next() under the GIL)
+
+    def work():
+        cell = np.zeros(1, dtype=unsigned)
+        for task in tasks:
+            rows = slice(task * step, (task + 1) * step)
+            np.copyto(out[rows], proba[rows])
+            flags[task] = _screen(
+                proba[rows],
+                bits[rows],
+                low[rows],
+                row_sums[rows],
+                column_sums[task],
+                cell,
+                cell.view(proba.dtype),
+                *constants,
+            )
+
+    _run_threads(work, min(n_tasks, THREADS or _cores()))
+    bad, small = flags.any(axis=0)
     if bad:
         return None
     _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
-    return out, low, column_sums, small
+    # (the tasks' sums added in task order: the same result for any threads)
+    return out, low, column_sums.sum(axis=0), small
+
+
+def _cores():
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
+def _run_threads(work, n_threads):
+    """Run ``work()`` in ``n_threads`` threads, this one included.
+
+    Raises the first exception that any of them raised, once all have ended.
+    """
+    errors = []
+
+    def guarded():
+        try:
+            work()
+        except BaseException as error:  # (re-raised in the calling thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded) for _ in range(n_threads - 1)]
+    try:
+        for thread in threads:
+            thread.start()
+        guarded()
+    finally:
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join()
+    if errors:
+        raise errors[0]
 
 
 def correct(proba, out, rows, column_sums, prior, alpha):
