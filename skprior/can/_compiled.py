@@ -30,7 +30,6 @@ machine compiles.
 """
 
 import math
-import os
 import threading
 
 import numba
@@ -39,8 +38,9 @@ import numpy as np
 from skprior._utils._validation import _LOGITS_FIX, _check_rows
 from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
 
-# The threads of :func:`screen` (None: one per core of the process) and
-# the size of the tasks they take in turn (rows of about this many bytes).
+# The threads of :func:`screen` and :func:`correct` (None: see
+# :func:`_threads`) and the size of the tasks that they take in turn (rows
+# of about this many bytes).
 THREADS = None
 TASK_BYTES = 2**22
 
@@ -63,7 +63,7 @@ def _read_row(row, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_k(row, bits, largest, k, top, work, cell, cell_value):
+def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
     """The ``k`` largest entries of ``row``, largest first, into ``top``.
 
     ``largest`` is the row's largest entry seen as unsigned bits (of ``bits``,
@@ -71,7 +71,11 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
     For small ``k``, level by level: one vectorised sweep over the row (in the
     cache) counts the entries equal to the current level and finds the
     largest below it (the next level). A row with ties fills several places
-    at one level.
+    at one level. Returns ``False`` (``top`` incomplete) when the places
+    filled show the row confident: the rest are at most the next level, so
+    the top k sum to at most ``filled + places left * level``, and a largest
+    entry above ``share`` times that is a renormalised share above the bound
+    of ``_solvers._largest_uncertain_share`` (``share = 0``: no such stop).
     """
     if k > _LEVELS_K:
         for j in range(row.shape[0]):
@@ -79,8 +83,8 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
         work.sort()
         for j in range(k):
             top[j] = work[row.shape[0] - 1 - j]
-        return
-    filled, level = 0, largest
+        return True
+    filled, level, total = 0, largest, 0.0
     while filled < k:
         count, below = 0, bits.dtype.type(0)
         for j in range(bits.shape[0]):
@@ -89,16 +93,21 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
         cell[0] = level
         for _ in range(min(count, k - filled)):
             top[filled] = cell_value[0]
+            total += top[filled]
             filled += 1
         if count == 0:  # (cannot happen: k <= n_classes)
             break
         level = below
+        cell[0] = level
+        left = k - filled
+        if share and left and top[0] > share * (total + left * cell_value[0]):
+            return False
         # Fewer than k entries are >= the last level, so some entry is below
         # it: the last place needs no sweep of its own.
         if filled == k - 1:
-            cell[0] = level
             top[filled] = cell_value[0]
             filled += 1
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -162,6 +171,7 @@ def _screen(
     # argument)
     sums = np.zeros(n_classes)
     bad, small = False, False
+    bound = share if renormalized else 0.0
     for i in range(proba.shape[0]):
         total, largest = _read_row(proba[i], bits[i])
         row_sums[i] = total
@@ -171,8 +181,11 @@ def _screen(
         cell[0] = largest
         is_low = False
         if not renormalized or np.float64(cell_value[0]) <= share * total:
-            _top_k(proba[i], bits[i], largest, k, top, work, cell, cell_value)
-            is_low = _entropy(top, k, renormalized, log_n) >= threshold
+            row = proba[i]
+            is_low = (
+                _top_k(row, bits[i], largest, k, top, work, cell, cell_value, bound)
+                and _entropy(top, k, renormalized, log_n) >= threshold
+            )
         low[i] = is_low
         if alpha > 1:
             for j in range(n_classes):
@@ -287,7 +300,7 @@ def screen(proba, k, tau, kind, alpha, accumulate):
                 *constants,
             )
 
-    _run_threads(work, min(n_tasks, THREADS or _cores()))
+    _run_threads(work, min(n_tasks, _threads()))
     bad, small = flags.any(axis=0)
     if bad:
         return None
@@ -296,12 +309,14 @@ def screen(proba, k, tau, kind, alpha, accumulate):
     return out, low, column_sums.sum(axis=0), small
 
 
-def _cores():
-    """The number of cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on every platform)
-        return os.cpu_count() or 1
+def _threads():
+    """The number of threads of a call.
+
+    ``THREADS``, else numba's thread count (the cores of the process, or
+    ``NUMBA_NUM_THREADS``, which joblib's workers set), at most 8: the work
+    is bound by memory, which a few threads fill.
+    """
+    return THREADS or max(1, min(numba.config.NUMBA_NUM_THREADS, 8))
 
 
 def _run_threads(work, n_threads):
@@ -336,4 +351,17 @@ def correct(proba, out, rows, column_sums, prior, alpha):
     Returns ``False`` when a row lost digits (``out`` is then incomplete).
     """
     prior = np.ascontiguousarray(prior, dtype=np.float64)
-    return not _correct(proba, out, rows, column_sums, prior, float(alpha))
+    # (in parts of an eighth of the screen's tasks or more, which the
+    # threads take in turn: a corrected row costs more than a copied one)
+    n_threads = _threads()
+    step = max(1, TASK_BYTES // 8 // max(1, proba[:1].nbytes))
+    n_parts = max(1, min(4 * n_threads, rows.size // step))
+    parts = iter(np.array_split(rows, n_parts))
+    lost = []
+
+    def work():
+        for part in parts:
+            lost.append(_correct(proba, out, part, column_sums, prior, float(alpha)))
+
+    _run_threads(work, min(n_parts, n_threads))
+    return not any(lost)

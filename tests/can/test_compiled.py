@@ -264,7 +264,7 @@ def test_tasks_and_threads_give_one_result(monkeypatch, cifar100, dtype):
     the NumPy path's; a bad row in a late task still raises."""
     proba = cifar(cifar100, dtype)
     prior = np.full(100, 0.01)
-    monkeypatch.setattr(_compiled, "TASK_BYTES", 37 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 8 * 37 * proba[:1].nbytes)
     results = []
     for threads in (1, 2, 3):
         monkeypatch.setattr(_compiled, "THREADS", threads)
