@@ -31,6 +31,7 @@ machine compiles.
 
 import math
 import threading
+from queue import Empty, SimpleQueue
 
 import numba
 import numpy as np
@@ -282,25 +283,23 @@ def screen(proba, k, tau, kind, alpha, accumulate):
         float(alpha),
         proba.dtype.type(power_floor(alpha)),
     )
-    tasks = iter(range(n_tasks))  # (shared: each next() under the GIL)
 
-    def work():
+    def work(task):
+        rows = slice(task * step, (task + 1) * step)
+        np.copyto(out[rows], proba[rows])
         cell = np.zeros(1, dtype=unsigned)
-        for task in tasks:
-            rows = slice(task * step, (task + 1) * step)
-            np.copyto(out[rows], proba[rows])
-            flags[task] = _screen(
-                proba[rows],
-                bits[rows],
-                low[rows],
-                row_sums[rows],
-                column_sums[task],
-                cell,
-                cell.view(proba.dtype),
-                *constants,
-            )
+        flags[task] = _screen(
+            proba[rows],
+            bits[rows],
+            low[rows],
+            row_sums[rows],
+            column_sums[task],
+            cell,
+            cell.view(proba.dtype),
+            *constants,
+        )
 
-    _run_threads(work, min(n_tasks, _threads()))
+    _in_turn(range(n_tasks), work)
     bad, small = flags.any(axis=0)
     if bad:
         return None
@@ -319,24 +318,35 @@ def _threads():
     return THREADS or max(1, min(numba.config.NUMBA_NUM_THREADS, 8))
 
 
-def _run_threads(work, n_threads):
-    """Run ``work()`` in ``n_threads`` threads, this one included.
+def _in_turn(tasks, work):
+    """Run ``work(task)`` for each of ``tasks``, in threads that take them in turn.
 
-    Raises the first exception that any of them raised, once all have ended.
+    At most :func:`_threads` threads, this one included. Raises the first
+    exception raised, once every thread has ended (none takes a new task
+    after it).
     """
+    queue = SimpleQueue()
+    for task in tasks:
+        queue.put(task)
     errors = []
 
-    def guarded():
-        try:
-            work()
-        except BaseException as error:  # (re-raised in the calling thread)
-            errors.append(error)
+    def take():
+        while not errors:
+            try:
+                task = queue.get_nowait()
+            except Empty:
+                return
+            try:
+                work(task)
+            except BaseException as error:  # (re-raised in the calling thread)
+                errors.append(error)
 
-    threads = [threading.Thread(target=guarded) for _ in range(n_threads - 1)]
+    n_threads = min(len(tasks), _threads())
+    threads = [threading.Thread(target=take) for _ in range(n_threads - 1)]
     try:
         for thread in threads:
             thread.start()
-        guarded()
+        take()
     finally:
         for thread in threads:
             if thread.ident is not None:
@@ -353,15 +363,12 @@ def correct(proba, out, rows, column_sums, prior, alpha):
     prior = np.ascontiguousarray(prior, dtype=np.float64)
     # (in parts of an eighth of the screen's tasks or more, which the
     # threads take in turn: a corrected row costs more than a copied one)
-    n_threads = _threads()
     step = max(1, TASK_BYTES // 8 // max(1, proba[:1].nbytes))
-    n_parts = max(1, min(4 * n_threads, rows.size // step))
-    parts = iter(np.array_split(rows, n_parts))
+    n_parts = max(1, min(4 * _threads(), rows.size // step))
     lost = []
 
-    def work():
-        for part in parts:
-            lost.append(_correct(proba, out, part, column_sums, prior, float(alpha)))
+    def work(part):
+        lost.append(_correct(proba, out, part, column_sums, prior, float(alpha)))
 
-    _run_threads(work, min(n_parts, n_threads))
+    _in_turn(np.array_split(rows, n_parts), work)
     return not any(lost)

@@ -277,3 +277,25 @@ def test_tasks_and_threads_give_one_result(monkeypatch, cifar100, dtype):
     monkeypatch.setenv("SKPRIOR_NO_NUMBA", "")
     with pytest.raises(ValueError, match="NaN or infinite"):
         alternating_normalization(proba, prior)
+
+
+def test_an_error_in_a_task_reaches_the_caller(monkeypatch, cifar100):
+    """An exception in a task (either thread) is raised by the call, and no
+    thread takes a new task after it."""
+    proba = cifar(cifar100, np.float32)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 100 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "THREADS", 2)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    calls, screen = [], _compiled._screen
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("the third task")
+        return screen(*args)
+
+    monkeypatch.setattr(_compiled, "_screen", failing)
+    with pytest.raises(MemoryError, match="the third task"):
+        alternating_normalization(proba, np.full(100, 0.01))
+    assert len(calls) < 10  # (of 30 tasks)
