@@ -272,9 +272,9 @@ def alternating_normalization(
             rows = np.flatnonzero(low)
             if module.correct(proba, out, rows, column_sums, prior, alpha):
                 n_low, n_reference = rows.size, proba.shape[0] - rows.size
-        if reference is None:
-            reference, weight = proba, xp.astype(~low, dtype)
         if n_low is None:
+            if reference is None:
+                reference, weight = proba, xp.astype(~low, dtype)
             given = (reference, weight, alpha, n_iter)
             out, n_low, n_reference = can_rows(
                 xp, is_numpy, proba, prior, low, *given, out=out
