@@ -33,7 +33,7 @@ of the same run are the figures to compare.
 Run from the repository root::
 
     python benchmarks/bench_can_passes.py [--rows 200000 1000000] [--repeats 7]
-        [--busy] [--cpu-time] [--startup]
+        [--busy] [--cpu-time] [--startup] [--task-mb 4]
 """
 
 import argparse
@@ -151,7 +151,14 @@ def main():
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--cpu-time", action="store_true")
     parser.add_argument("--startup", action="store_true")
+    parser.add_argument(
+        "--task-mb",
+        type=float,
+        default=_compiled.TASK_BYTES / 2**20,
+        help="size of the kernel's tasks (_compiled.TASK_BYTES), MB",
+    )
     args = parser.parse_args()
+    _compiled.TASK_BYTES = int(args.task_mb * 2**20)
     import numba  # (the kernel's requirement: fail early without it)
 
     clock = time.process_time if args.cpu_time else time.perf_counter
@@ -160,7 +167,9 @@ def main():
     print(
         f"CAN d = 1 in proba.sum() passes; {now} UTC; numpy {np.__version__}, "
         f"numba {numba.__version__}; "
-        f"{os.cpu_count()} CPU cores; {'process CPU' if args.cpu_time else 'wall'} time"
+        f"{os.cpu_count()} CPU cores; "
+        f"{'process CPU' if args.cpu_time else 'wall'} time; "
+        f"tasks of {args.task_mb:g} MB"
         f"{'; with a second process keeping one core busy' if args.busy else ''}"
     )
     with busy_machine(args.busy):
