@@ -361,9 +361,10 @@ def correct(proba, out, rows, column_sums, prior, alpha):
     Returns ``False`` when a row lost digits (``out`` is then incomplete).
     """
     prior = np.ascontiguousarray(prior, dtype=np.float64)
-    # (in parts of an eighth of the screen's tasks or more, which the
-    # threads take in turn: a corrected row costs more than a copied one)
-    step = max(1, TASK_BYTES // 8 // max(1, proba[:1].nbytes))
+    # (in parts of half the screen's tasks or more, which the threads take
+    # in turn: a corrected row costs a few copied ones; a thread is started
+    # only for a few milliseconds of work or more)
+    step = max(1, TASK_BYTES // 2 // max(1, proba[:1].nbytes))
     n_parts = max(1, min(4 * _threads(), rows.size // step))
     lost = []
 

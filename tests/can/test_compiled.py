@@ -259,18 +259,24 @@ def test_read_only_input(monkeypatch, cifar100):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tasks_and_threads_give_one_result(monkeypatch, cifar100, dtype):
-    """The batch in many small tasks over 1 to 3 threads: the same result,
-    bit for bit (the tasks' column sums are added in task order), equal to
-    the NumPy path's; a bad row in a late task still raises."""
+    """The batch in many small tasks over 1 to 3 threads (the correction in
+    several parts too): the same result, bit for bit (the tasks' column sums
+    are added in task order), equal to the NumPy path's; a bad row in a late
+    task still raises."""
     proba = cifar(cifar100, dtype)
     prior = np.full(100, 0.01)
-    monkeypatch.setattr(_compiled, "TASK_BYTES", 8 * 37 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 2 * 37 * proba[:1].nbytes)
+    parts, correct = [], _compiled._correct
+    monkeypatch.setattr(
+        _compiled, "_correct", lambda *a: parts.append(len(a[2])) or correct(*a)
+    )
     results = []
     for threads in (1, 2, 3):
         monkeypatch.setattr(_compiled, "THREADS", threads)
         compiled, numpy = both_paths(monkeypatch, proba, prior)
         assert_same(compiled, numpy)
         results.append(compiled)
+    assert len(parts) >= 3 * 2 and min(parts) > 0  # (several parts per call)
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], results[2])
     proba[-3, 5] = np.nan
