@@ -10,10 +10,11 @@ default: 80 and 400 MB):
    validation included, on the compiled kernel (numba) and on the NumPy path
    (``SKPRIOR_NO_NUMBA=1``): milliseconds (best of ``--repeats``) and the ratio
    "sum passes" = call / sum. Target: <= 4 with the kernel. The kernel runs
-   as it does by default ("numba": the output is copied in a second thread
-   while the kernel reads the batch) and with the copy first, in the calling
-   thread ("serial", ``_compiled.COPY_IN_THREAD = False``). The largest
-   difference from the "numba" output is printed too.
+   as it does by default ("numba": one thread per core of the process, which
+   take the batch's tasks in turn, each copying its rows into the output and
+   screening them) and in the calling thread alone ("serial",
+   ``_compiled.THREADS = 1``). The largest difference from the "numba" output
+   is printed too.
 2. ``--startup``: in fresh processes with an empty numba cache directory, the
    first call (numba's import and the compilation of the kernels) and then,
    with that cache filled, the first call of a new process (import and loading
@@ -25,15 +26,14 @@ default: 80 and 400 MB):
 jobs the wall time of a call of tens of milliseconds includes the time it
 waits for a core, which a 4 ms ``proba.sum()`` mostly escapes, so the wall
 ratios there overstate the cost. It counts the work, not its overlap: the
-kernel copies the output in a second thread while it reads the batch, which
-shortens the wall time on an idle machine but not the CPU time.
+kernel's threads shorten the wall time on an idle machine, not the CPU time.
 Timings on a shared machine move by tens of percent between runs; the ratios
 of the same run are the figures to compare.
 
 Run from the repository root::
 
     python benchmarks/bench_can_passes.py [--rows 200000 1000000] [--repeats 7]
-        [--busy] [--cpu-time] [--startup]
+        [--busy] [--cpu-time] [--startup] [--task-mb 4]
 """
 
 import argparse
@@ -78,7 +78,7 @@ def passes(rows, repeats, timer):
         outputs = {}
         for path in ("numba", "serial", "numpy"):
             with_numba(path != "numpy")
-            _compiled.COPY_IN_THREAD = path == "numba"
+            _compiled.THREADS = 1 if path == "serial" else None
             sum_time, _ = timer(big.sum, max(repeats, 20))
             call_time, outputs[path] = timer(
                 lambda big=big: alternating_normalization(big, prior), repeats
@@ -151,7 +151,14 @@ def main():
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--cpu-time", action="store_true")
     parser.add_argument("--startup", action="store_true")
+    parser.add_argument(
+        "--task-mb",
+        type=float,
+        default=_compiled.TASK_BYTES / 2**20,
+        help="size of the kernel's tasks (_compiled.TASK_BYTES), MB",
+    )
     args = parser.parse_args()
+    _compiled.TASK_BYTES = int(args.task_mb * 2**20)
     import numba  # (the kernel's requirement: fail early without it)
 
     clock = time.process_time if args.cpu_time else time.perf_counter
@@ -160,7 +167,9 @@ def main():
     print(
         f"CAN d = 1 in proba.sum() passes; {now} UTC; numpy {np.__version__}, "
         f"numba {numba.__version__}; "
-        f"{os.cpu_count()} CPU cores; {'process CPU' if args.cpu_time else 'wall'} time"
+        f"{os.cpu_count()} CPU cores; "
+        f"{'process CPU' if args.cpu_time else 'wall'} time; "
+        f"tasks of {args.task_mb:g} MB"
         f"{'; with a second process keeping one core busy' if args.busy else ''}"
     )
     with busy_machine(args.busy):

@@ -204,10 +204,11 @@ def alternating_normalization(
     With numba installed (optional: the ``fast`` extra), a NumPy batch of at
     least 2**20 entries is validated, screened and summed in one read by a
     compiled kernel, which also computes ``d = 1`` (the same values to
-    rounding). The first such call of a process imports numba (about a
-    second), the first on a machine also compiles the kernel (seconds; the
-    machine code is cached). The environment variable ``SKPRIOR_NO_NUMBA=1``
-    turns it off.
+    rounding), in one thread per core (at most 8; the environment variable
+    ``NUMBA_NUM_THREADS`` sets fewer, as joblib's workers do). The first
+    such call of a process imports numba (about a second), the first on a
+    machine also compiles the kernel (seconds; the machine code is cached).
+    The environment variable ``SKPRIOR_NO_NUMBA=1`` turns it off.
 
     References
     ----------
@@ -271,9 +272,9 @@ def alternating_normalization(
             rows = np.flatnonzero(low)
             if module.correct(proba, out, rows, column_sums, prior, alpha):
                 n_low, n_reference = rows.size, proba.shape[0] - rows.size
-        if reference is None:
-            reference, weight = proba, xp.astype(~low, dtype)
         if n_low is None:
+            if reference is None:
+                reference, weight = proba, xp.astype(~low, dtype)
             given = (reference, weight, alpha, n_iter)
             out, n_low, n_reference = can_rows(
                 xp, is_numpy, proba, prior, low, *given, out=out

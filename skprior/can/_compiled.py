@@ -6,14 +6,15 @@ when numba is installed. The NumPy path makes a pass over the batch for each
 operation (row maxima and row sums for the validation, the screen, the output
 copy, the column sums of the confident rows, the correction). Here:
 
-1. :func:`screen`: NumPy copies the batch into the output in a second
-   thread, while :func:`_screen` reads each row from memory once and, with
-   the row in the cache, computes its sum (for the validation) and its
-   largest entry seen as unsigned bits (which finds every entry that is not
-   a finite non-negative float, as ``_validation.check_proba_with_row_max``
-   does), the top-k uncertainty of the rows that the row-maximum bound does
-   not already show confident (``_solvers.low_confidence``), and the column
-   sums of the confident rows (``sum_i A_i ** alpha``).
+1. :func:`screen`: the threads (one per core) take the batch in tasks of a
+   few MB in turn; each copies its rows into the output (NumPy's copy) and
+   then :func:`_screen` reads them once, while they are in the cache, and
+   computes for each row its sum (for the validation) and its largest entry
+   seen as unsigned bits (which finds every entry that is not a finite
+   non-negative float, as ``_validation.check_proba_with_row_max`` does),
+   the top-k uncertainty of the rows that the row-maximum bound does not
+   already show confident (``_solvers.low_confidence``), and the column sums
+   of the confident rows (``sum_i A_i ** alpha``).
 2. :func:`correct`: the closed form of CAN with one iteration,
    ``q * b**alpha / (C + b**alpha)`` renormalised, written over the
    low-confidence rows of the output (a few percent of the batch).
@@ -30,6 +31,7 @@ machine compiles.
 
 import math
 import threading
+from queue import Empty, SimpleQueue
 
 import numba
 import numpy as np
@@ -37,9 +39,11 @@ import numpy as np
 from skprior._utils._validation import _LOGITS_FIX, _check_rows
 from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
 
-# Whether :func:`screen` copies the output in a second thread while the
-# kernel reads (False: before it, in the calling thread).
-COPY_IN_THREAD = True
+# The threads of :func:`screen` and :func:`correct` (None: see
+# :func:`_threads`) and the size of the tasks that they take in turn (rows
+# of about this many bytes).
+THREADS = None
+TASK_BYTES = 2**22
 
 # Largest k whose top k are found level by level (k sweeps over the row in
 # the cache); above, the row is sorted (k near n_classes, rare).
@@ -60,7 +64,7 @@ def _read_row(row, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_k(row, bits, largest, k, top, work, cell, cell_value):
+def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
     """The ``k`` largest entries of ``row``, largest first, into ``top``.
 
     ``largest`` is the row's largest entry seen as unsigned bits (of ``bits``,
@@ -68,7 +72,11 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
     For small ``k``, level by level: one vectorised sweep over the row (in the
     cache) counts the entries equal to the current level and finds the
     largest below it (the next level). A row with ties fills several places
-    at one level.
+    at one level. Returns ``False`` (``top`` incomplete) when the places
+    filled show the row confident: the rest are at most the next level, so
+    the top k sum to at most ``filled + places left * level``, and a largest
+    entry above ``share`` times that is a renormalised share above the bound
+    of ``_solvers._largest_uncertain_share`` (``share = 0``: no such stop).
     """
     if k > _LEVELS_K:
         for j in range(row.shape[0]):
@@ -76,8 +84,8 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
         work.sort()
         for j in range(k):
             top[j] = work[row.shape[0] - 1 - j]
-        return
-    filled, level = 0, largest
+        return True
+    filled, level, total = 0, largest, 0.0
     while filled < k:
         count, below = 0, bits.dtype.type(0)
         for j in range(bits.shape[0]):
@@ -86,16 +94,21 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value):
         cell[0] = level
         for _ in range(min(count, k - filled)):
             top[filled] = cell_value[0]
+            total += top[filled]
             filled += 1
         if count == 0:  # (cannot happen: k <= n_classes)
             break
         level = below
+        cell[0] = level
+        left = k - filled
+        if share and left and top[0] > share * (total + left * cell_value[0]):
+            return False
         # Fewer than k entries are >= the last level, so some entry is below
         # it: the last place needs no sweep of its own.
         if filled == k - 1:
-            cell[0] = level
             top[filled] = cell_value[0]
             filled += 1
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -159,6 +172,7 @@ def _screen(
     # argument)
     sums = np.zeros(n_classes)
     bad, small = False, False
+    bound = share if renormalized else 0.0
     for i in range(proba.shape[0]):
         total, largest = _read_row(proba[i], bits[i])
         row_sums[i] = total
@@ -168,8 +182,11 @@ def _screen(
         cell[0] = largest
         is_low = False
         if not renormalized or np.float64(cell_value[0]) <= share * total:
-            _top_k(proba[i], bits[i], largest, k, top, work, cell, cell_value)
-            is_low = _entropy(top, k, renormalized, log_n) >= threshold
+            row = proba[i]
+            is_low = (
+                _top_k(row, bits[i], largest, k, top, work, cell, cell_value, bound)
+                and _entropy(top, k, renormalized, log_n) >= threshold
+            )
         low[i] = is_low
         if alpha > 1:
             for j in range(n_classes):
@@ -239,47 +256,103 @@ def screen(proba, k, tau, kind, alpha, accumulate):
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
     n_rows, n_classes = proba.shape
-    # The output is copied by NumPy: one large copy (memcpy) writes around
-    # the cache into the pages new to the process at about half the cost of
-    # the same writes from the loop (16 against 24 ms at 200,000 x 100
-    # float32, where a read costs 3.6 ms). It runs in a second thread (NumPy
-    # releases the GIL to copy, the kernel too) while the kernel reads.
+    # The batch goes in tasks of TASK_BYTES, which the threads take in turn:
+    # each copies its rows into the output (NumPy's copy, a memcpy), then
+    # screens them while they are still in the cache. The output's pages are
+    # new to the process: the system clears each on its first write, which
+    # costs more than the copy itself (about two reads of the batch), so
+    # the copy is shared out with the screen rather than run beside it.
+    # Taking tasks in turn balances the threads when another process holds
+    # a core (a thread that gets half a core takes fewer tasks).
+    step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
+    n_tasks = -(-n_rows // step)
     out = np.empty_like(proba)
-    copier = threading.Thread(target=np.copyto, args=(out, proba))
-    if COPY_IN_THREAD:
-        copier.start()
-    else:
-        copier.run()
-    cell = np.zeros(1, dtype=unsigned)
     low = np.zeros(n_rows, dtype=bool)
     row_sums = np.empty(n_rows)
-    column_sums = np.zeros(n_classes)
-    try:
-        bad, small = _screen(
-            proba,
-            proba.view(unsigned),
-            low,
-            row_sums,
-            column_sums,
+    column_sums = np.zeros((n_tasks, n_classes))
+    flags = np.zeros((n_tasks, 2), dtype=bool)  # (bad, small) per task
+    bits = proba.view(unsigned)
+    constants = (
+        np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
+        k,
+        screen_share(k, tau, proba.shape, proba.dtype),
+        float(np.log(k if kind == "renormalized" else n_classes)),
+        tau - TAU_ROUNDING,
+        kind == "renormalized",
+        accumulate,
+        float(alpha),
+        proba.dtype.type(power_floor(alpha)),
+    )
+
+    def work(task):
+        rows = slice(task * step, (task + 1) * step)
+        np.copyto(out[rows], proba[rows])
+        cell = np.zeros(1, dtype=unsigned)
+        flags[task] = _screen(
+            proba[rows],
+            bits[rows],
+            low[rows],
+            row_sums[rows],
+            column_sums[task],
             cell,
             cell.view(proba.dtype),
-            np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
-            k,
-            screen_share(k, tau, proba.shape, proba.dtype),
-            float(np.log(k if kind == "renormalized" else n_classes)),
-            tau - TAU_ROUNDING,
-            kind == "renormalized",
-            accumulate,
-            float(alpha),
-            proba.dtype.type(power_floor(alpha)),
+            *constants,
         )
-    finally:
-        if COPY_IN_THREAD:
-            copier.join()
+
+    _in_turn(range(n_tasks), work)
+    bad, small = flags.any(axis=0)
     if bad:
         return None
     _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
-    return out, low, column_sums, small
+    # (the tasks' sums added in task order: the same result for any threads)
+    return out, low, column_sums.sum(axis=0), small
+
+
+def _threads():
+    """The number of threads of a call.
+
+    ``THREADS``, else numba's thread count (the cores of the process, or
+    ``NUMBA_NUM_THREADS``, which joblib's workers set), at most 8: the work
+    is bound by memory, which a few threads fill.
+    """
+    return THREADS or max(1, min(numba.config.NUMBA_NUM_THREADS, 8))
+
+
+def _in_turn(tasks, work):
+    """Run ``work(task)`` for each of ``tasks``, in threads that take them in turn.
+
+    At most :func:`_threads` threads, this one included. Raises the first
+    exception raised, once every thread has ended (none takes a new task
+    after it).
+    """
+    queue = SimpleQueue()
+    for task in tasks:
+        queue.put(task)
+    errors = []
+
+    def take():
+        while not errors:
+            try:
+                task = queue.get_nowait()
+            except Empty:
+                return
+            try:
+                work(task)
+            except BaseException as error:  # (re-raised in the calling thread)
+                errors.append(error)
+
+    n_threads = min(len(tasks), _threads())
+    threads = [threading.Thread(target=take) for _ in range(n_threads - 1)]
+    try:
+        for thread in threads:
+            thread.start()
+        take()
+    finally:
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join()
+    if errors:
+        raise errors[0]
 
 
 def correct(proba, out, rows, column_sums, prior, alpha):
@@ -288,4 +361,15 @@ def correct(proba, out, rows, column_sums, prior, alpha):
     Returns ``False`` when a row lost digits (``out`` is then incomplete).
     """
     prior = np.ascontiguousarray(prior, dtype=np.float64)
-    return not _correct(proba, out, rows, column_sums, prior, float(alpha))
+    # (in parts of half the screen's tasks or more, which the threads take
+    # in turn: a corrected row costs a few copied ones; a thread is started
+    # only for a few milliseconds of work or more)
+    step = max(1, TASK_BYTES // 2 // max(1, proba[:1].nbytes))
+    n_parts = max(1, min(4 * _threads(), rows.size // step))
+    lost = []
+
+    def work(part):
+        lost.append(_correct(proba, out, part, column_sums, prior, float(alpha)))
+
+    _in_turn(np.array_split(rows, n_parts), work)
+    return not any(lost)

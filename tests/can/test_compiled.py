@@ -255,3 +255,53 @@ def test_read_only_input(monkeypatch, cifar100):
     proba.flags.writeable = False
     compiled, numpy = both_paths(monkeypatch, proba, np.full(100, 0.01))
     assert_same(compiled, numpy)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tasks_and_threads_give_one_result(monkeypatch, cifar100, dtype):
+    """The batch in many small tasks over 1 to 3 threads (the correction in
+    several parts too): the same result, bit for bit (the tasks' column sums
+    are added in task order), equal to the NumPy path's; a bad row in a late
+    task still raises."""
+    proba = cifar(cifar100, dtype)
+    prior = np.full(100, 0.01)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 2 * 37 * proba[:1].nbytes)
+    parts, correct = [], _compiled._correct
+    monkeypatch.setattr(
+        _compiled, "_correct", lambda *a: parts.append(len(a[2])) or correct(*a)
+    )
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(_compiled, "THREADS", threads)
+        compiled, numpy = both_paths(monkeypatch, proba, prior)
+        assert_same(compiled, numpy)
+        results.append(compiled)
+    assert len(parts) >= 3 * 2 and min(parts) > 0  # (several parts per call)
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+    proba[-3, 5] = np.nan
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        alternating_normalization(proba, prior)
+
+
+def test_an_error_in_a_task_reaches_the_caller(monkeypatch, cifar100):
+    """An exception in a task (either thread) is raised by the call, and no
+    thread takes a new task after it."""
+    proba = cifar(cifar100, np.float32)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 100 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "THREADS", 2)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    calls, screen = [], _compiled._screen
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("the third task")
+        return screen(*args)
+
+    monkeypatch.setattr(_compiled, "_screen", failing)
+    with pytest.raises(MemoryError, match="the third task"):
+        alternating_normalization(proba, np.full(100, 0.01))
+    assert len(calls) < 10  # (of 30 tasks)
