@@ -208,18 +208,33 @@ def print_tables(summary, models, processes, batches):
                 print(f"| {m} | {cells} | {us:.0f} |" if us else f"| {m} | {cells} | |")
 
 
-def print_summary(summary, online):
+def paired_difference(runs, key, method, other):
+    """Mean and standard error over seeds of ``method``'s accuracy minus ``other``'s.
+
+    Paired by seed (both run on the same streams): the spread of the streams
+    themselves cancels.
+    """
+    accuracy = {m: np.array([r[0] for r in runs[key][m]]) for m in (method, other)}
+    difference = accuracy[method] - accuracy[other]
+    n = len(difference)
+    error = difference.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
+    return difference.mean(), error
+
+
+def print_summary(summary, online, runs):
     print(
-        f"\nSummary: the oracle's accuracy gain (points); for the best window, "
-        f"PAC {online} and the best tracker, the share of that "
-        f"gain (accuracy minus the unadapted model's, points); the log-loss of "
+        f"\nSummary: the oracle's accuracy gain (points); for the best window "
+        f"(chosen per row on the mean over seeds), PAC {online} and the best "
+        f"tracker, the share of that gain (accuracy minus the unadapted "
+        f"model's, points); PAC {online}'s accuracy minus the best window's "
+        f"(points, mean +- standard error over seeds, paired); the log-loss of "
         f"PAC {online} minus the unadapted model's\n"
     )
     print(
         f"| model | process | batch | oracle gain | best window | PAC {online} "
-        f"| best tracker | PAC {online} LL - unadapted |"
+        f"| best tracker | PAC {online} - best window | PAC {online} LL - unadapted |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (name, process, batch), figures in summary.items():
         unadapted = figures["unadapted"]["accuracy"]
 
@@ -230,14 +245,18 @@ def print_summary(summary, online):
 
         def best(prefixes, figures=figures):
             names = [m for m in figures if m.startswith(prefixes)]
-            top = max(names, key=lambda m: figures[m]["accuracy"])
-            return f"{top}: {gain(top)}"
+            return max(names, key=lambda m: figures[m]["accuracy"])
 
-        tracker = best(("Cumulative", "FTH", "FLH", "PAC"))
+        window = best("window")
+        tracker = best(("Cumulative", "FTH", "FLH", "PAC", "Aggregating"))
+        difference, error = paired_difference(
+            runs, (name, process, batch), f"PAC {online}", window
+        )
         print(
             f"| {name} | {process} | {batch} "
-            f"| {figures['oracle']['accuracy'] - unadapted:+.2f} | {best('window')} "
-            f"| {gain(f'PAC {online}')} | {tracker} "
+            f"| {figures['oracle']['accuracy'] - unadapted:+.2f} "
+            f"| {window}: {gain(window)} | {gain(f'PAC {online}')} "
+            f"| {tracker}: {gain(tracker)} | {difference:+.2f} +- {error:.2f} "
             f"| {figures[f'PAC {online}']['log_loss_minus_unadapted']:+.3f} |"
         )
 
@@ -360,7 +379,7 @@ def main(argv=None):
             write_json(args, runs, summary)
         print_tables(summary, args.models, args.processes, args.batches)
         shown = DEFAULT_ONLINE if DEFAULT_ONLINE in args.online else args.online[0]
-        print_summary(summary, shown)
+        print_summary(summary, shown, runs)
         print(f"\n(streams: {time.perf_counter() - start:.0f} s)")
     if not args.no_state:
         print_bounded_state()

@@ -20,7 +20,7 @@ from tests.label_shift.test_stream import stationary_stream
 # -- AggregatingPrior ----------------------------------------------------------------
 
 
-def naive_aggregating(batches, q, horizons, c, eta, share, em_steps):
+def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin):
     """AggregatingPrior written from its formulas, one Python loop per expert."""
     n_classes = len(q)
     sums = [np.zeros(n_classes) for _ in horizons]
@@ -37,6 +37,8 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps):
     for batch in batches:
         current = experts()
         losses = [-sum(np.log(np.sum(row * e / q)) for row in batch) for e in current]
+        # (every expert but q pays the margin on each row)
+        losses = [losses[0]] + [loss + margin * len(batch) for loss in losses[1:]]
         weights = weights * np.exp(-eta * np.array(losses))
         weights = (1 - share) * weights / weights.sum() + share / len(weights)
         for e, h in enumerate(horizons):
@@ -56,6 +58,8 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps):
         {},
         {"horizons": (5, 30), "concentration": 2.0, "learning_rate": 0.2},
         {"share": 0.0, "em_steps": 1},
+        {"margin": 0.0},
+        {"margin": 0.2, "learning_rate": 0.5},
     ],
 )
 def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
@@ -72,6 +76,7 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         "learning_rate": 1.0,
         "share": 0.01,
         "em_steps": 3,
+        "margin": 0.01,
     }
     kw = {**defaults, **params}
     prior, weights = naive_aggregating(
@@ -82,31 +87,35 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         kw["learning_rate"],
         kw["share"],
         kw["em_steps"],
+        kw["margin"],
     )
     np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
     np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
     assert tracker.n_seen_ == 300
 
 
-def test_aggregating_prior_regret_against_not_adapting(cifar100):
+@pytest.mark.parametrize("margin", [0.0, 0.01])
+def test_aggregating_prior_regret_against_not_adapting(cifar100, margin):
     """Exponential weights with eta = 1/b and no share: on the unlabelled
-    log-likelihood the mixture is within b log M of every expert, the
-    training prior (not adapting) included, on shifted and unshifted streams
-    of CIFAR-100 outputs (the bound of the docstring)."""
+    log-likelihood the mixture is within b log M of the training prior (not
+    adapting) and of every other expert less its margin (lambda per row), on
+    shifted and unshifted streams of CIFAR-100 outputs (the bound of the
+    docstring)."""
     proba, labels = cifar100
     q = np.bincount(labels, minlength=100) / len(labels)
     rng = np.random.default_rng(0)
     shifted = rng.dirichlet(np.full(100, 0.5))
     for prior in (q, shifted):
         stream = stationary_stream(proba, labels, prior, 2000, seed=1)
-        tracker = AggregatingPrior(q, learning_rate=1 / 10, share=0.0)
+        tracker = AggregatingPrior(q, learning_rate=1 / 10, share=0.0, margin=margin)
         mixture, experts = 0.0, np.zeros(8)
         for batch in np.split(stream, 200):
             ratios = batch / q
             mixture += np.log(ratios @ tracker.prior_).sum()
             experts += np.log(ratios @ tracker.experts_.T).sum(axis=0)
             tracker.update(batch)
-        assert mixture >= experts.max() - 10 * np.log(8) - 1e-9
+        paid = experts - margin * 2000 * (np.arange(8) > 0)
+        assert mixture >= paid.max() - 10 * np.log(8) - 1e-9
         # (q scores 0: p_i / q . q = 1, up to the float32 rows' sums)
         assert experts[0] == pytest.approx(0.0, abs=1e-4)
     assert mixture > 100  # (shifted: adapting pays, by far more than the bound)
@@ -150,6 +159,8 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"concentration": 0}, "concentration"),
         ({"learning_rate": -1}, "learning_rate"),
         ({"share": 1.0}, "share"),
+        ({"margin": -0.1}, "margin"),
+        ({"margin": np.inf}, "margin"),
         ({"em_steps": 0}, "em_steps"),
     ],
 )
