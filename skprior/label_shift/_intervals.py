@@ -102,12 +102,14 @@ References
 """
 
 import dataclasses
+import operator
 
 import numpy as np
 from scipy.special import ndtri
 
 from skprior._utils._array_api import (
     block_totals,
+    blocks,
     device_of,
     from_host,
     get_namespace,
@@ -118,6 +120,13 @@ from skprior._utils._array_api import (
 from skprior._utils._kernels import single_blas_thread
 from skprior._utils._validation import check_proba
 from skprior._utils._validation_labels import check_class_indices
+from skprior.label_shift._repeats import (
+    class_repeats,
+    cluster_spread,
+    group_classes,
+    hash_vector,
+    repeated_rows,
+)
 from skprior.label_shift._solvers import like, solve_prior
 
 TARGETS = ("batch", "prior")
@@ -157,16 +166,27 @@ def _work(xp, proba, prior, train_prior):
     return dtype, weights, from_host(xp, 1.0 / train_prior, device, dtype)
 
 
-def batch_moments(proba, train_prior, prior):
-    """``(J, sum_i g_i)`` of the batch at ``prior``, lazily (one pass)."""
+def batch_moments(proba, train_prior, prior, keys=False):
+    """``(J, sum_i g_i)`` of the batch at ``prior``, lazily (one pass).
+
+    With ``keys``, also each row's key ``x_i . v`` (an ``n``-vector) for
+    :func:`repeated_rows`, from the same read of the block.
+    """
     xp, _ = get_namespace(proba)
     dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
-
-    def one_block(block):
-        g = _gradients(xp, xp.astype(proba[block, :], dtype), weights, inverse_train)
-        return g.T @ g, xp.sum(g, axis=0)
-
-    return block_totals(xp, *proba.shape, one_block)
+    n_samples, n_classes = proba.shape
+    hashing = from_host(xp, hash_vector(n_classes), device_of(proba), dtype)
+    totals, parts = None, []
+    for block in blocks(xp, n_samples, n_classes):
+        rows = xp.astype(proba[block, :], dtype)
+        g = _gradients(xp, rows, weights, inverse_train)
+        sums = (g.T @ g, xp.sum(g, axis=0))
+        totals = sums if totals is None else tuple(map(operator.add, totals, sums))
+        if keys:
+            parts.append(rows @ hashing)
+    if not keys:
+        return totals
+    return (*totals, parts[0] if len(parts) == 1 else xp.concat(parts, axis=0))
 
 
 def calibration_moments(proba, y, train_prior, prior, row_weights):
@@ -267,12 +287,13 @@ def delta_interval(fit, level, target, calibration):
     proba, train, prior = fit.proba, fit.train_prior, fit.prior
     n_samples, n_classes = proba.shape
     xp, _ = get_namespace(proba)
-    lazy = list(batch_moments(proba, train, prior))
+    lazy = list(batch_moments(proba, train, prior, keys=True))
     if target == "batch" and calibration is not None:
         proba_cal, y_cal, counts = calibration
         row_weights = prior * (1.0 / n_samples + prior / counts) / counts
         lazy += calibration_moments(proba_cal, y_cal, train, prior, row_weights)
-    moments = to_host(xp, *lazy)  # (one transfer; one compute for Dask)
+    moments = list(to_host(xp, *lazy))  # (one transfer; one compute for Dask)
+    keys = moments.pop(2)
     info = moments[0] / n_samples
     mean_gradient = moments[1] / n_samples
     curvature, score = info, np.zeros(n_classes)
@@ -294,6 +315,13 @@ def delta_interval(fit, level, target, calibration):
             (prior * (1.0 / n_samples + prior / counts))[:, None] * class_means
         )
         spread = moments[3] - between
+    clusters = repeated_rows(xp, proba, keys)
+    if clusters is not None:
+        means = {
+            "prior": np.tile(mean_gradient, (n_classes, 1)),
+            "batch": info if calibration is None else class_means,
+        }[target]
+        spread = spread + cluster_spread(clusters, train, prior, means) / n_samples**2
     centre = prior.copy()
     if calibration is None or target == "prior":
         solve = _tangent_inverse(curvature[block])
@@ -334,21 +362,31 @@ def _counts(prior, n_samples):
     return counts
 
 
-def _resample_batch(pools, counts, rng):
+def _resample_batch(pools, counts, rng, repeats=None):
     """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
 
     A pool is ``(row indices, probabilities or None)``; a calibration pool is
     first resampled with replacement to its own size (its finite size is part
-    of the uncertainty).
+    of the uncertainty). ``repeats[j]``: multiplicities of groups of class
+    ``j``, each one row of the pool repeated (as the batch repeats rows).
     """
     chosen = []
-    for (rows, weights), count in zip(pools, counts, strict=True):
-        if count == 0:
+    for j, ((rows, weights), count) in enumerate(zip(pools, counts, strict=True)):
+        groups = () if repeats is None else repeats[j]
+        if count + len(groups) == 0:
             continue
         if weights is None:
             rows = rows[rng.integers(len(rows), size=len(rows))]
-        chosen.append(rng.choice(rows, size=count, p=weights))
+        drawn = rng.choice(rows, size=count + len(groups), p=weights)
+        chosen += [drawn[:count], np.repeat(drawn[count:], groups)]
     return np.concatenate(chosen)
+
+
+def _clusters_of(proba, train_prior, prior):
+    """:func:`repeated_rows` of the batch (one pass for the keys)."""
+    xp, _ = get_namespace(proba)
+    (keys,) = to_host(xp, batch_moments(proba, train_prior, prior, keys=True)[2])
+    return repeated_rows(xp, proba, keys)
 
 
 def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
@@ -357,8 +395,13 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     n_samples, n_classes = proba.shape
     source = proba if calibration is None or target == "prior" else calibration[0]
     xp, _ = get_namespace(source)
+    clusters = _clusters_of(proba, train, prior)
     if target == "batch":
         counts = _counts(prior, n_samples)
+        if clusters is not None:  # (the single rows fill the counts up)
+            rho = group_classes(clusters, train, prior)
+            repeated = np.rint(clusters.multiplicity @ rho).astype(np.int64)
+            counts = np.maximum(counts - repeated, 0)
         if calibration is not None:
             (y_host,) = to_host(xp, calibration[1])
             pools = [(np.flatnonzero(y_host == j), None) for j in range(n_classes)]
@@ -368,12 +411,27 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
             pools = [
                 (np.arange(n_samples), r[:, j] / totals[j]) for j in range(n_classes)
             ]
+    elif clusters is not None:  # (groups of identical rows are resampled whole)
+        units = np.concatenate(
+            [np.setdiff1d(np.arange(n_samples), clusters.members), clusters.index]
+        )
+        sizes = np.ones(len(units), dtype=np.int64)
+        sizes[len(units) - len(clusters.index) :] = clusters.multiplicity
     draws = np.empty((n_resamples, n_classes))
+    truths = np.empty((n_resamples, n_classes))
     for b in range(n_resamples):
-        if target == "prior":
+        if target == "prior" and clusters is None:
             index = rng.integers(n_samples, size=n_samples)
+        elif target == "prior":
+            drawn = rng.integers(len(units), size=len(units))
+            index = np.repeat(units[drawn], sizes[drawn])
         else:
-            index = _resample_batch(pools, counts, rng)
+            repeats = None
+            if clusters is not None:
+                repeats = class_repeats(clusters, rho, rng)
+            index = _resample_batch(pools, counts, rng, repeats)
+            truths[b] = counts + [np.sum(r) for r in repeats or [0] * n_classes]
+            truths[b] /= truths[b].sum()
         rows = xp.take(source, from_host(xp, index, device_of(source)), axis=0)
         settings = (fit.concentration, prior, fit.solver, fit.max_iter, fit.tol)
         draws[b] = solve_prior(rows, train, *settings)[0]
@@ -381,7 +439,7 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     if target == "prior":
         low, high = np.quantile(draws, [tail, 1 - tail], axis=0)
     else:
-        errors = draws - counts / n_samples
+        errors = draws - truths
         high_error, low_error = np.quantile(errors, [1 - tail, tail], axis=0)
         low, high = prior - high_error, prior - low_error
     edge = prior < 0.5 / n_samples  # (one-sided at the boundary, as the delta)
