@@ -68,6 +68,40 @@ Three readings of the right-hand side:
   set is the one the calibration map was fitted to, its misfit is measured
   in sample (slightly optimistic).
 
+**Repeated rows.** The three spreads above take the batch's rows as
+independent draws. A batch that holds some rows several times (an image
+submitted twice, a batch resampled from a finite pool) has fewer: a row
+repeated :math:`w_r` times is one draw, whose deviation
+:math:`e_r = g_r - \mu_{y_r}` from its class mean enters
+:math:`n\,\bar g` :math:`w_r` times, so its variance :math:`w_r^2` times,
+where the formulas count :math:`w_r`. Identical rows are therefore one
+cluster, and the spread is the cluster-robust (multiplicity-weighted)
+sandwich :math:`\frac1{n^2}\sum_r w_r^2\,\mathrm{E}[e_r e_r^\top]`: the
+formulas above plus
+
+.. math:: \frac1{n^2}\sum_r w_r (w_r - 1) \sum_j \rho_{rj}
+   (g_r - \mu_j)(g_r - \mu_j)^\top
+
+over the repeated rows, the class unknown and weighted by the
+responsibilities :math:`\rho_{rj} = \hat\pi_j g_{rj}` (``mu_j`` the
+calibration set's class means, the rows of :math:`M` without one, and
+:math:`\bar g` for ``target="prior"``). A class's effective number of
+draws is :math:`(\sum w)^2/\sum w^2`; with no repeat the term is 0 and the
+interval is the one above, and a batch that holds every row twice gets
+exactly the interval of its rows once. When a batch is drawn with
+replacement from a pool of :math:`m_j` rows of class ``j``,
+:math:`\mathrm{E}\sum_{r\in j} w_r^2 = n_j + n_j(n_j - 1)/m_j`: the
+term is the pool's own sampling error (the pool is one sample of the
+population, shared by every batch drawn from it), which the rows' repeats
+reveal. The repeats are found exactly, at the cost of one sort: the pass
+also forms each row's key :math:`x_i \cdot v` (``v`` fixed, positive, so no
+cancellation), the ``n`` keys are sorted on the host, rows whose keys agree
+to rounding are compared byte for byte, and only those rows leave the
+device. Distinct rows are never merged, however close (a posterior's
+values, not its input, are all the interval sees: two inputs with
+bit-identical posteriors count as one). The bootstrap redraws each group of
+identical rows as one row repeated as often.
+
 The interval is :math:`c_k \pm z_{1-\alpha/2}\,\mathrm{se}_k` clipped to
 ``[0, 1]``, over the active classes. A class the MLE puts at the boundary
 (below half a row, :math:`\hat\pi_k < 1/(2n)`; the expansion does not hold
@@ -86,7 +120,10 @@ percentile interval; for ``"batch"``, synthetic batches with the estimate's
 class counts (``n pi_hat`` rounded), class ``j``'s rows drawn from a resample
 of the calibration set's class ``j`` (or, without one, from the batch's rows
 weighted by their responsibilities), re-estimated, and the interval
-``pi_hat - quantiles(pi_star - counts / n)``.
+``pi_hat - quantiles(pi_star - counts / n)``. Repeated rows: for
+``"prior"``, groups of identical rows are resampled whole; for ``"batch"``
+each group becomes one row of a class drawn from its responsibilities,
+repeated as often, and the single rows fill the counts up.
 
 References
 ----------
