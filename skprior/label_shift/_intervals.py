@@ -112,7 +112,11 @@ log-likelihood by :math:`n(s t + v t^2/2)` to second order (``s`` the KKT
 slope, ``v`` the profile's curvature), and ``high`` is where that drop
 reaches :math:`z_{1-\alpha}^2/2` (all of :math:`\alpha` above: a proportion
 cannot be below 0). It is a bound for the generating prior, used for the
-batch too.
+batch too. With a calibration set the moment equation holds for every
+class, the MLE's boundary classes included (it does not use the score
+equations), and a misfit can move such a class off 0: the solve is over all
+classes and a boundary class's interval is ``[0, max(c_k + z se_k,
+high)]``, one-sided still, with the larger of the two upper bounds.
 
 The bootstrap redraws the same target: for ``"prior"``, rows of the batch
 with replacement, each resample re-estimated by the same solver, and the
@@ -365,7 +369,10 @@ def delta_interval(fit, level, target, calibration):
         centre[index] -= solve @ score[index]
     else:
         # The batch's mean gradient is, given its labels, sum_j y_j mu_j plus
-        # noise: linear in y. Solved on the tangent of the active classes.
+        # noise: linear in y, whatever the MLE put at the boundary (the
+        # equation does not use its stationarity). Solved on the tangent.
+        index = np.arange(n_classes)
+        block = np.ix_(index, index)
         equations = class_means.T[block]
         basis = _tangent_basis(len(index))
         solve = basis @ np.linalg.pinv(equations @ basis)
@@ -381,6 +388,9 @@ def delta_interval(fit, level, target, calibration):
         edge = _profile_bounds(
             curvature, mean_gradient, prior, active, n_samples, one_sided
         )
+        if calibration is not None and target == "batch":
+            # (a misfit can move the class off 0: the larger upper bound)
+            edge = np.maximum(edge, high)
         low[~active], high[~active] = 0.0, edge[~active]
     return low, high
 

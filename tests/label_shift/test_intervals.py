@@ -234,6 +234,21 @@ def test_class_at_the_boundary_gets_a_one_sided_bound():
         assert np.all((low <= truth) & (truth <= high))
 
 
+def test_boundary_class_with_a_calibration_set_takes_the_larger_bound(data):
+    # A class the MLE puts at 0 is in the calibration set's moment equation
+    # like any other: its interval is the solve's (clipped at 0), raised to
+    # the profile-likelihood bound where that is higher.
+    rng = np.random.default_rng(3)
+    proba, truth, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    calibration = simulate([300] * K, rng)
+    estimate = estimate_test_prior(proba, UNIFORM, solver="squarem", tol=1e-12)
+    assert estimate.prior[3] < 0.5 / 2000
+    low, high = estimate.confidence_interval(calibration=calibration)
+    profile = estimate.confidence_interval()[1][3]  # (the bound without one)
+    assert low[3] == 0 and 0 < profile <= high[3] < 0.01
+    assert np.all((low <= truth) & (truth <= high))
+
+
 def test_boundary_bound_is_the_profile_likelihood_root():
     # Two classes, class 1 at 0: the profile likelihood is the likelihood
     # itself along [1 - t, t]; the bound is where it drops by z**2 / 2
