@@ -114,9 +114,11 @@ reaches :math:`z_{1-\alpha}^2/2` (all of :math:`\alpha` above: a proportion
 cannot be below 0). It is a bound for the generating prior, used for the
 batch too. With a calibration set the moment equation holds for every
 class, the MLE's boundary classes included (it does not use the score
-equations), and a misfit can move such a class off 0: the solve is over all
-classes and a boundary class's interval is ``[0, max(c_k + z se_k,
-high)]``, one-sided still, with the larger of the two upper bounds.
+equations), and a misfit can move such a class off 0: a boundary class's
+interval is ``[0, max(c_k + z se_k, high)]``, one-sided still, with ``c_k``
+and ``se_k`` from the equations of the active classes and ``k`` (one class
+at a time: the equations of many classes at 0 together are near-singular
+for a weak model).
 
 The bootstrap redraws the same target: for ``"prior"``, rows of the batch
 with replacement, each resample re-estimated by the same solver, and the
@@ -363,24 +365,17 @@ def delta_interval(fit, level, target, calibration):
             "batch": info if calibration is None else class_means,
         }[target]
         spread = spread + cluster_spread(clusters, train, prior, means) / n_samples**2
-    centre = prior.copy()
+    two_sided, one_sided = z_values(level)
     if calibration is None or target == "prior":
         solve = _tangent_inverse(curvature[block])
+        centre = prior.copy()
         centre[index] -= solve @ score[index]
+        covariance = solve @ spread[block] @ solve.T
     else:
-        # The batch's mean gradient is, given its labels, sum_j y_j mu_j plus
-        # noise: linear in y, whatever the MLE put at the boundary (the
-        # equation does not use its stationarity). Solved on the tangent.
-        index = np.arange(n_classes)
-        block = np.ix_(index, index)
-        equations = class_means.T[block]
-        basis = _tangent_basis(len(index))
-        solve = basis @ np.linalg.pinv(equations @ basis)
-        residual = mean_gradient[index] - equations @ prior[index]
-        centre[index] += solve @ residual
-    covariance = solve @ spread[block] @ solve.T
+        centre, covariance = _moment_solve(
+            class_means, spread, mean_gradient, prior, index
+        )
     half_width = np.zeros(n_classes)
-    two_sided, one_sided = z_values(level)
     half_width[index] = two_sided * np.sqrt(np.maximum(np.diag(covariance), 0.0))
     low = np.clip(centre - half_width, 0.0, 1.0)
     high = np.clip(centre + half_width, 0.0, 1.0)
@@ -389,10 +384,34 @@ def delta_interval(fit, level, target, calibration):
             curvature, mean_gradient, prior, active, n_samples, one_sided
         )
         if calibration is not None and target == "batch":
-            # (a misfit can move the class off 0: the larger upper bound)
-            edge = np.maximum(edge, high)
+            # A misfit can move k off 0: the larger of the profile bound and
+            # the moment equation's over the active classes and k.
+            for k in np.flatnonzero(~active):
+                own, variance = _moment_solve(
+                    class_means, spread, mean_gradient, prior, np.append(index, k)
+                )
+                own = own[k] + two_sided * np.sqrt(max(variance[-1, -1], 0.0))
+                edge[k] = max(edge[k], min(own, 1.0))
         low[~active], high[~active] = 0.0, edge[~active]
     return low, high
+
+
+def _moment_solve(class_means, spread, mean_gradient, prior, index):
+    """Centre and covariance of the batch's proportions of the classes ``index``.
+
+    The batch's mean gradient is, given its labels, ``sum_j y_j mu_j`` plus
+    noise: linear in ``y``, whatever the MLE put at the boundary (the
+    equation does not use its stationarity). Solved on the tangent of the
+    classes ``index``, the others held at 0; the covariance is over
+    ``index``, in its order.
+    """
+    block = np.ix_(index, index)
+    equations = class_means.T[block]
+    basis = _tangent_basis(len(index))
+    solve = basis @ np.linalg.pinv(equations @ basis)
+    centre = prior.copy()
+    centre[index] += solve @ (mean_gradient[index] - equations @ prior[index])
+    return centre, solve @ spread[block] @ solve.T
 
 
 def z_values(level):
