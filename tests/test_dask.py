@@ -491,3 +491,16 @@ def test_prior_interval_one_pass(outputs):
         want = expected.confidence_interval(calibration=numpy_given)
         np.testing.assert_allclose(low.compute(), want[0], atol=1e-9)
         np.testing.assert_allclose(high.compute(), want[1], atol=1e-9)
+
+
+def test_prior_interval_with_repeated_rows_one_more_compute(outputs):
+    """A batch that repeats rows: one more compute, for those rows only."""
+    proba = outputs[0][np.random.default_rng(0).integers(500, size=1000)]
+    train = np.full(10, 0.1)
+    expected = estimate_test_prior(proba, train).confidence_interval()
+    result = estimate_test_prior(_lazy(proba), train)
+    with ComputeCounter() as counter:
+        low, high = result.confidence_interval()
+    assert counter.count == 2
+    np.testing.assert_allclose(low.compute(), expected[0], atol=1e-9)
+    np.testing.assert_allclose(high.compute(), expected[1], atol=1e-9)

@@ -68,6 +68,40 @@ Three readings of the right-hand side:
   set is the one the calibration map was fitted to, its misfit is measured
   in sample (slightly optimistic).
 
+**Repeated rows.** The three spreads above take the batch's rows as
+independent draws. A batch that holds some rows several times (an image
+submitted twice, a batch resampled from a finite pool) has fewer: a row
+repeated :math:`w_r` times is one draw, whose deviation
+:math:`e_r = g_r - \mu_{y_r}` from its class mean enters
+:math:`n\,\bar g` :math:`w_r` times, so its variance :math:`w_r^2` times,
+where the formulas count :math:`w_r`. Identical rows are therefore one
+cluster, and the spread is the cluster-robust (multiplicity-weighted)
+sandwich :math:`\frac1{n^2}\sum_r w_r^2\,\mathrm{E}[e_r e_r^\top]`: the
+formulas above plus
+
+.. math:: \frac1{n^2}\sum_r w_r (w_r - 1) \sum_j \rho_{rj}
+   (g_r - \mu_j)(g_r - \mu_j)^\top
+
+over the repeated rows, the class unknown and weighted by the
+responsibilities :math:`\rho_{rj} = \hat\pi_j g_{rj}` (``mu_j`` the
+calibration set's class means, the rows of :math:`M` without one, and
+:math:`\bar g` for ``target="prior"``). A class's effective number of
+draws is :math:`(\sum w)^2/\sum w^2`; with no repeat the term is 0 and the
+interval is the one above, and a batch that holds every row twice gets
+exactly the interval of its rows once. When a batch is drawn with
+replacement from a pool of :math:`m_j` rows of class ``j``,
+:math:`\mathrm{E}\sum_{r\in j} w_r^2 = n_j + n_j(n_j - 1)/m_j`: the
+term is the pool's own sampling error (the pool is one sample of the
+population, shared by every batch drawn from it), which the rows' repeats
+reveal. The repeats are found exactly, at the cost of one sort: the pass
+also forms each row's key :math:`x_i \cdot v` (``v`` fixed, positive, so no
+cancellation), the ``n`` keys are sorted on the host, rows whose keys agree
+to rounding are compared byte for byte, and only those rows leave the
+device. Distinct rows are never merged, however close (a posterior's
+values, not its input, are all the interval sees: two inputs with
+bit-identical posteriors count as one). The bootstrap redraws each group of
+identical rows as one row repeated as often.
+
 The interval is :math:`c_k \pm z_{1-\alpha/2}\,\mathrm{se}_k` clipped to
 ``[0, 1]``, over the active classes. A class the MLE puts at the boundary
 (below half a row, :math:`\hat\pi_k < 1/(2n)`; the expansion does not hold
@@ -78,7 +112,13 @@ log-likelihood by :math:`n(s t + v t^2/2)` to second order (``s`` the KKT
 slope, ``v`` the profile's curvature), and ``high`` is where that drop
 reaches :math:`z_{1-\alpha}^2/2` (all of :math:`\alpha` above: a proportion
 cannot be below 0). It is a bound for the generating prior, used for the
-batch too.
+batch too. With a calibration set the moment equation holds for every
+class, the MLE's boundary classes included (it does not use the score
+equations), and a misfit can move such a class off 0: a boundary class's
+interval is ``[0, max(c_k + z se_k, high)]``, one-sided still, with ``c_k``
+and ``se_k`` from the equations of the active classes and ``k`` (one class
+at a time: the equations of many classes at 0 together are near-singular
+for a weak model).
 
 The bootstrap redraws the same target: for ``"prior"``, rows of the batch
 with replacement, each resample re-estimated by the same solver, and the
@@ -86,7 +126,10 @@ percentile interval; for ``"batch"``, synthetic batches with the estimate's
 class counts (``n pi_hat`` rounded), class ``j``'s rows drawn from a resample
 of the calibration set's class ``j`` (or, without one, from the batch's rows
 weighted by their responsibilities), re-estimated, and the interval
-``pi_hat - quantiles(pi_star - counts / n)``.
+``pi_hat - quantiles(pi_star - counts / n)``. Repeated rows: for
+``"prior"``, groups of identical rows are resampled whole; for ``"batch"``
+each group becomes one row of a class drawn from its responsibilities,
+repeated as often, and the single rows fill the counts up.
 
 References
 ----------
@@ -102,12 +145,14 @@ References
 """
 
 import dataclasses
+import operator
 
 import numpy as np
 from scipy.special import ndtri
 
 from skprior._utils._array_api import (
     block_totals,
+    blocks,
     device_of,
     from_host,
     get_namespace,
@@ -118,6 +163,13 @@ from skprior._utils._array_api import (
 from skprior._utils._kernels import single_blas_thread
 from skprior._utils._validation import check_proba
 from skprior._utils._validation_labels import check_class_indices
+from skprior.label_shift._repeats import (
+    class_repeats,
+    cluster_spread,
+    group_classes,
+    hash_vector,
+    repeated_rows,
+)
 from skprior.label_shift._solvers import like, solve_prior
 
 TARGETS = ("batch", "prior")
@@ -157,16 +209,27 @@ def _work(xp, proba, prior, train_prior):
     return dtype, weights, from_host(xp, 1.0 / train_prior, device, dtype)
 
 
-def batch_moments(proba, train_prior, prior):
-    """``(J, sum_i g_i)`` of the batch at ``prior``, lazily (one pass)."""
+def batch_moments(proba, train_prior, prior, keys=False):
+    """``(J, sum_i g_i)`` of the batch at ``prior``, lazily (one pass).
+
+    With ``keys``, also each row's key ``x_i . v`` (an ``n``-vector) for
+    :func:`repeated_rows`, from the same read of the block.
+    """
     xp, _ = get_namespace(proba)
     dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
-
-    def one_block(block):
-        g = _gradients(xp, xp.astype(proba[block, :], dtype), weights, inverse_train)
-        return g.T @ g, xp.sum(g, axis=0)
-
-    return block_totals(xp, *proba.shape, one_block)
+    n_samples, n_classes = proba.shape
+    hashing = from_host(xp, hash_vector(n_classes), device_of(proba), dtype)
+    totals, parts = None, []
+    for block in blocks(xp, n_samples, n_classes):
+        rows = xp.astype(proba[block, :], dtype)
+        g = _gradients(xp, rows, weights, inverse_train)
+        sums = (g.T @ g, xp.sum(g, axis=0))
+        totals = sums if totals is None else tuple(map(operator.add, totals, sums))
+        if keys:
+            parts.append(rows @ hashing)
+    if not keys:
+        return totals
+    return (*totals, parts[0] if len(parts) == 1 else xp.concat(parts, axis=0))
 
 
 def calibration_moments(proba, y, train_prior, prior, row_weights):
@@ -267,12 +330,13 @@ def delta_interval(fit, level, target, calibration):
     proba, train, prior = fit.proba, fit.train_prior, fit.prior
     n_samples, n_classes = proba.shape
     xp, _ = get_namespace(proba)
-    lazy = list(batch_moments(proba, train, prior))
+    lazy = list(batch_moments(proba, train, prior, keys=True))
     if target == "batch" and calibration is not None:
         proba_cal, y_cal, counts = calibration
         row_weights = prior * (1.0 / n_samples + prior / counts) / counts
         lazy += calibration_moments(proba_cal, y_cal, train, prior, row_weights)
-    moments = to_host(xp, *lazy)  # (one transfer; one compute for Dask)
+    moments = list(to_host(xp, *lazy))  # (one transfer; one compute for Dask)
+    keys = moments.pop(2)
     info = moments[0] / n_samples
     mean_gradient = moments[1] / n_samples
     curvature, score = info, np.zeros(n_classes)
@@ -294,21 +358,24 @@ def delta_interval(fit, level, target, calibration):
             (prior * (1.0 / n_samples + prior / counts))[:, None] * class_means
         )
         spread = moments[3] - between
-    centre = prior.copy()
+    clusters = repeated_rows(xp, proba, keys)
+    if clusters is not None:
+        means = {
+            "prior": np.tile(mean_gradient, (n_classes, 1)),
+            "batch": info if calibration is None else class_means,
+        }[target]
+        spread = spread + cluster_spread(clusters, train, prior, means) / n_samples**2
+    two_sided, one_sided = z_values(level)
     if calibration is None or target == "prior":
         solve = _tangent_inverse(curvature[block])
+        centre = prior.copy()
         centre[index] -= solve @ score[index]
+        covariance = solve @ spread[block] @ solve.T
     else:
-        # The batch's mean gradient is, given its labels, sum_j y_j mu_j plus
-        # noise: linear in y. Solved on the tangent of the active classes.
-        equations = class_means.T[block]
-        basis = _tangent_basis(len(index))
-        solve = basis @ np.linalg.pinv(equations @ basis)
-        residual = mean_gradient[index] - equations @ prior[index]
-        centre[index] += solve @ residual
-    covariance = solve @ spread[block] @ solve.T
+        centre, covariance = _moment_solve(
+            class_means, spread, mean_gradient, prior, index
+        )
     half_width = np.zeros(n_classes)
-    two_sided, one_sided = z_values(level)
     half_width[index] = two_sided * np.sqrt(np.maximum(np.diag(covariance), 0.0))
     low = np.clip(centre - half_width, 0.0, 1.0)
     high = np.clip(centre + half_width, 0.0, 1.0)
@@ -316,8 +383,35 @@ def delta_interval(fit, level, target, calibration):
         edge = _profile_bounds(
             curvature, mean_gradient, prior, active, n_samples, one_sided
         )
+        if calibration is not None and target == "batch":
+            # A misfit can move k off 0: the larger of the profile bound and
+            # the moment equation's over the active classes and k.
+            for k in np.flatnonzero(~active):
+                own, variance = _moment_solve(
+                    class_means, spread, mean_gradient, prior, np.append(index, k)
+                )
+                own = own[k] + two_sided * np.sqrt(max(variance[-1, -1], 0.0))
+                edge[k] = max(edge[k], min(own, 1.0))
         low[~active], high[~active] = 0.0, edge[~active]
     return low, high
+
+
+def _moment_solve(class_means, spread, mean_gradient, prior, index):
+    """Centre and covariance of the batch's proportions of the classes ``index``.
+
+    The batch's mean gradient is, given its labels, ``sum_j y_j mu_j`` plus
+    noise: linear in ``y``, whatever the MLE put at the boundary (the
+    equation does not use its stationarity). Solved on the tangent of the
+    classes ``index``, the others held at 0; the covariance is over
+    ``index``, in its order.
+    """
+    block = np.ix_(index, index)
+    equations = class_means.T[block]
+    basis = _tangent_basis(len(index))
+    solve = basis @ np.linalg.pinv(equations @ basis)
+    centre = prior.copy()
+    centre[index] += solve @ (mean_gradient[index] - equations @ prior[index])
+    return centre, solve @ spread[block] @ solve.T
 
 
 def z_values(level):
@@ -334,21 +428,31 @@ def _counts(prior, n_samples):
     return counts
 
 
-def _resample_batch(pools, counts, rng):
+def _resample_batch(pools, counts, rng, repeats=None):
     """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
 
     A pool is ``(row indices, probabilities or None)``; a calibration pool is
     first resampled with replacement to its own size (its finite size is part
-    of the uncertainty).
+    of the uncertainty). ``repeats[j]``: multiplicities of groups of class
+    ``j``, each one row of the pool repeated (as the batch repeats rows).
     """
     chosen = []
-    for (rows, weights), count in zip(pools, counts, strict=True):
-        if count == 0:
+    for j, ((rows, weights), count) in enumerate(zip(pools, counts, strict=True)):
+        groups = () if repeats is None else repeats[j]
+        if count + len(groups) == 0:
             continue
         if weights is None:
             rows = rows[rng.integers(len(rows), size=len(rows))]
-        chosen.append(rng.choice(rows, size=count, p=weights))
+        drawn = rng.choice(rows, size=count + len(groups), p=weights)
+        chosen += [drawn[:count], np.repeat(drawn[count:], groups)]
     return np.concatenate(chosen)
+
+
+def _clusters_of(proba, train_prior, prior):
+    """:func:`repeated_rows` of the batch (one pass for the keys)."""
+    xp, _ = get_namespace(proba)
+    (keys,) = to_host(xp, batch_moments(proba, train_prior, prior, keys=True)[2])
+    return repeated_rows(xp, proba, keys)
 
 
 def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
@@ -357,8 +461,13 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     n_samples, n_classes = proba.shape
     source = proba if calibration is None or target == "prior" else calibration[0]
     xp, _ = get_namespace(source)
+    clusters = _clusters_of(proba, train, prior)
     if target == "batch":
         counts = _counts(prior, n_samples)
+        if clusters is not None:  # (the single rows fill the counts up)
+            rho = group_classes(clusters, train, prior)
+            repeated = np.rint(clusters.multiplicity @ rho).astype(np.int64)
+            counts = np.maximum(counts - repeated, 0)
         if calibration is not None:
             (y_host,) = to_host(xp, calibration[1])
             pools = [(np.flatnonzero(y_host == j), None) for j in range(n_classes)]
@@ -368,12 +477,27 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
             pools = [
                 (np.arange(n_samples), r[:, j] / totals[j]) for j in range(n_classes)
             ]
+    elif clusters is not None:  # (groups of identical rows are resampled whole)
+        units = np.concatenate(
+            [np.setdiff1d(np.arange(n_samples), clusters.members), clusters.index]
+        )
+        sizes = np.ones(len(units), dtype=np.int64)
+        sizes[len(units) - len(clusters.index) :] = clusters.multiplicity
     draws = np.empty((n_resamples, n_classes))
+    truths = np.empty((n_resamples, n_classes))
     for b in range(n_resamples):
-        if target == "prior":
+        if target == "prior" and clusters is None:
             index = rng.integers(n_samples, size=n_samples)
+        elif target == "prior":
+            drawn = rng.integers(len(units), size=len(units))
+            index = np.repeat(units[drawn], sizes[drawn])
         else:
-            index = _resample_batch(pools, counts, rng)
+            repeats = None
+            if clusters is not None:
+                repeats = class_repeats(clusters, rho, rng)
+            index = _resample_batch(pools, counts, rng, repeats)
+            truths[b] = counts + [np.sum(r) for r in repeats or [0] * n_classes]
+            truths[b] /= truths[b].sum()
         rows = xp.take(source, from_host(xp, index, device_of(source)), axis=0)
         settings = (fit.concentration, prior, fit.solver, fit.max_iter, fit.tol)
         draws[b] = solve_prior(rows, train, *settings)[0]
@@ -381,7 +505,7 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     if target == "prior":
         low, high = np.quantile(draws, [tail, 1 - tail], axis=0)
     else:
-        errors = draws - counts / n_samples
+        errors = draws - truths
         high_error, low_error = np.quantile(errors, [1 - tail, tail], axis=0)
         low, high = prior - high_error, prior - low_error
     edge = prior < 0.5 / n_samples  # (one-sided at the boundary, as the delta)

@@ -14,8 +14,10 @@ import pytest
 from scipy.special import ndtri, softmax
 
 from skprior import estimate_test_prior
+from skprior._utils._array_api import get_namespace
 from skprior.label_shift._intervals import batch_moments
 from skprior.label_shift._prior import PriorEstimate
+from skprior.label_shift._repeats import repeated_rows
 from tests._namespaces import Namespace
 
 K = 4
@@ -51,13 +53,18 @@ def _naive_interval(proba, q, prior, target, calibration=None, level=0.95):
     if target == "prior":
         centred = g @ transform.T - (g @ transform.T).mean(axis=0)
         spread = centred.T @ centred / n / n
+        extra = _naive_clusters(proba, q, prior, [g.mean(axis=0)] * K)
+        spread += transform @ extra @ transform.T
         score = np.zeros(K - 1)
     elif calibration is None:
-        spread = np.zeros((K, K))
+        spread, means = np.zeros((K, K)), []
         for j in range(K):
             r = prior[j] * g[:, j]  # responsibilities of class j
-            mean = r @ g / r.sum()
-            spread += sum(r[i] * np.outer(g[i] - mean, g[i] - mean) for i in range(n))
+            means.append(r @ g / r.sum())
+            spread += sum(
+                r[i] * np.outer(g[i] - means[j], g[i] - means[j]) for i in range(n)
+            )
+        spread += n * n * _naive_clusters(proba, q, prior, means)
         spread = transform @ spread @ transform.T / n / n
         score = np.zeros(K - 1)
     else:
@@ -71,6 +78,7 @@ def _naive_interval(proba, q, prior, target, calibration=None, level=0.95):
             weight = prior[j] * (1 / n + prior[j] / len(rows))
             spread += weight * np.cov(rows.T, bias=True)
             means[j] = rows.mean(axis=0)
+        spread += _naive_clusters(proba, q, prior, means)
         system = (means[:-1] - means[-1]).T[:-1]  # [k, j] = mu_jk - mu_Kk
         rhs = g.mean(axis=0)[:-1] - means[-1, :-1]
         theta = np.linalg.solve(system, rhs)
@@ -85,6 +93,22 @@ def _naive_interval(proba, q, prior, target, calibration=None, level=0.95):
     se = np.sqrt(np.diag(full @ covariance @ full.T))
     z = ndtri(0.5 + level / 2)
     return np.clip(centre - z * se, 0, 1), np.clip(centre + z * se, 0, 1)
+
+
+def _naive_clusters(proba, q, prior, means):
+    """What repeated rows add, cluster by cluster: a row repeated ``w`` times
+    counts ``w**2`` times in the spread of the batch's mean gradient, not
+    ``w`` (its deviation from its class mean, over its responsibilities)."""
+    clusters = {}
+    for row in proba:
+        clusters[row.tobytes()] = (row, clusters.get(row.tobytes(), (row, 0))[1] + 1)
+    extra = np.zeros((K, K))
+    for row, w in clusters.values():
+        g = row / q / (row @ (prior / q))
+        for j in range(K):
+            deviation = g - means[j]
+            extra += w * (w - 1) * prior[j] * g[j] * np.outer(deviation, deviation)
+    return extra / len(proba) ** 2
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +232,21 @@ def test_class_at_the_boundary_gets_a_one_sided_bound():
         low, high = estimate.confidence_interval(**kwargs, random_state=0)
         assert low[3] == 0 and 0 < high[3] < 0.01, (kwargs, high)
         assert np.all((low <= truth) & (truth <= high))
+
+
+def test_boundary_class_with_a_calibration_set_takes_the_larger_bound(data):
+    # A class the MLE puts at 0 is in the calibration set's moment equation
+    # like any other: its interval is the solve's (clipped at 0), raised to
+    # the profile-likelihood bound where that is higher.
+    rng = np.random.default_rng(3)
+    proba, truth, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    calibration = simulate([300] * K, rng)
+    estimate = estimate_test_prior(proba, UNIFORM, solver="squarem", tol=1e-12)
+    assert estimate.prior[3] < 0.5 / 2000
+    low, high = estimate.confidence_interval(calibration=calibration)
+    profile = estimate.confidence_interval()[1][3]  # (the bound without one)
+    assert low[3] == 0 and 0 < profile <= high[3] < 0.01
+    assert np.all((low <= truth) & (truth <= high))
 
 
 def test_boundary_bound_is_the_profile_likelihood_root():
@@ -406,3 +445,115 @@ def test_class_at_exactly_zero_gives_a_finite_bound_without_warning():
         low, high = estimate.confidence_interval()
     assert np.all(np.isfinite(high)) and 0 < high[3] < 0.01
     assert np.all((low <= truth) & (truth <= high))
+
+
+@pytest.fixture(scope="module")
+def repeated(data):
+    """A batch drawn with replacement from the 400 rows of ``data``: rows
+    repeat (up to 6 times), as in a batch resampled from a finite pool."""
+    index = np.random.default_rng(11).choice(len(data[0]), size=700)
+    return data[0][index]
+
+
+@pytest.mark.parametrize("target", ["prior", "batch", "calibrated"])
+def test_repeated_rows_match_naive_cluster_loop(data, repeated, target):
+    calibration = data[3] if target == "calibrated" else None
+    kind = "prior" if target == "prior" else "batch"
+    estimate = estimate_test_prior(repeated, UNIFORM, tol=1e-12)
+    low, high = estimate.confidence_interval(target=kind, calibration=calibration)
+    expected = _naive_interval(
+        repeated, UNIFORM, estimate.prior, kind, calibration=calibration
+    )
+    np.testing.assert_allclose(low, expected[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(high, expected[1], rtol=1e-6, atol=1e-9)
+    # (wider than the same rows taken as independent)
+    independent = repeated + np.arange(len(repeated))[:, None] * 1e-13
+    alone = estimate_test_prior(independent, UNIFORM, tol=1e-12)
+    low_alone, high_alone = alone.confidence_interval(
+        target=kind, calibration=calibration
+    )
+    assert np.all(high - low > 1.1 * (high_alone - low_alone))
+
+
+@pytest.mark.parametrize("target", ["prior", "batch"])
+def test_every_row_twice_gives_the_interval_of_the_rows_once(data, target):
+    # Two copies of each row hold no more information than one: the
+    # multiplicity-weighted spread (w**2 / (2 n)**2 = 1 / n**2 per row)
+    # gives exactly the interval of the batch itself.
+    proba = data[0]
+    once = estimate_test_prior(proba, UNIFORM, tol=1e-13)
+    twice = estimate_test_prior(np.concatenate([proba, proba]), UNIFORM, tol=1e-13)
+    expected = once.confidence_interval(target=target)
+    result = twice.confidence_interval(target=target)
+    np.testing.assert_allclose(result, expected, rtol=1e-7)
+
+
+def test_only_identical_rows_are_repeats(data):
+    proba = data[0][:50].copy()
+    proba[1] = proba[0]  # (a repeat)
+    proba[2] = np.nextafter(proba[0], 1.0)  # (one ulp away in every entry)
+    proba[3, 0] = np.nextafter(proba[3, 0], 1.0)  # (and one in one entry)
+    proba[4] = proba[3]
+    proba[5] = data[0][3]
+    xp, _ = get_namespace(proba)
+    keys = np.asarray(batch_moments(proba, UNIFORM, UNIFORM, keys=True)[2])
+    rows, counts, index, members = repeated_rows(xp, proba, keys)
+    np.testing.assert_array_equal(counts, [2, 2])
+    np.testing.assert_array_equal(np.sort(members), [0, 1, 3, 4])
+    assert {tuple(index[counts == 2])} <= {(0, 3), (3, 0)}
+    assert {row.tobytes() for row in rows} == {proba[0].tobytes(), proba[3].tobytes()}
+    assert (
+        repeated_rows(
+            xp,
+            data[0],
+            np.asarray(batch_moments(data[0], UNIFORM, UNIFORM, keys=True)[2]),
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    "combination",
+    [
+        ("array_api_strict", "device1", "float32"),
+        ("torch", "cpu", "float64"),
+        ("torch", "cuda", "float32"),
+        ("dask", None, "float64"),
+    ],
+    ids=lambda c: "-".join(part for part in c if part),
+)
+def test_repeated_rows_on_every_namespace(data, repeated, combination):
+    _, _, _, (proba_cal, y_cal) = data
+    ns = Namespace(*combination)
+    dtype = np.dtype(combination[2])
+
+    def run(batch, cal, labels, prior):
+        tol = 1e-10 if dtype == np.float64 else 1e-6
+        estimate = estimate_test_prior(batch, prior, solver="squarem", tol=tol)
+        return estimate.confidence_interval(calibration=(cal, labels))
+
+    expected = run(
+        repeated.astype(dtype), proba_cal.astype(dtype), y_cal, UNIFORM.astype(dtype)
+    )
+    result = run(ns.f(repeated), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
+    tol = 1e-9 if dtype == np.float64 else 2e-4
+    ns.assert_matches(list(result), list(expected), tol, "interval")
+    ns.assert_inputs_unchanged()
+
+
+@pytest.mark.parametrize("target", ["prior", "batch"])
+def test_bootstrap_repeats_rows_as_the_batch_does(data, repeated, target):
+    # The bootstrap redraws groups of identical rows whole, so it widens with
+    # the delta method's multiplicity-weighted spread.
+    calibration = data[3] if target == "batch" else None
+    estimate = estimate_test_prior(repeated, UNIFORM)
+    delta = estimate.confidence_interval(target=target, calibration=calibration)
+    boot = estimate.confidence_interval(
+        target=target,
+        calibration=calibration,
+        method="bootstrap",
+        n_resamples=300,
+        random_state=0,
+    )
+    ratio = (boot[1] - boot[0]) / (delta[1] - delta[0])
+    assert np.all((0.8 < ratio) & (ratio < 1.25)), ratio
