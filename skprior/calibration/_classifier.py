@@ -60,7 +60,10 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         should then be given held-out data. An unfitted model is cloned and
         fitted on the data given to ``fit`` -- and calibrated on that same data,
         which makes sense only for models that are not over-confident on their
-        training data. ``None`` means ``LogisticRegression()``.
+        training data. ``None`` means ``LogisticRegression()``. To search over
+        fitted models (``GridSearchCV(..., {"estimator": [a, b]})``), wrap each
+        in ``sklearn.frozen.FrozenEstimator``: the search clones the values it
+        tries, and a clone is unfitted (``fit`` warns where it sees this).
     method : {"ec", "nll", "bcts", "nbvs", "vs", "dirichlet"}, default="ec"
         ``"ec"``: expectation consistency, mean confidence equal to accuracy
         (Clarté et al. 2023). ``"nll"``: minimum log loss (Guo et al. 2017).
