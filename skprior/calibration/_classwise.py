@@ -90,7 +90,7 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None, verbose=0):
         Non-negative weights; ``None`` means 1.
     verbose : int, default=0
         Print (to stdout, as scikit-learn does) a line when L-BFGS stops (1)
-        and one per iteration (2).
+        and one per evaluation of the loss (2).
 
     Returns
     -------
@@ -319,7 +319,7 @@ def fit_dirichlet_calibration(
     verbose : int, default=0
         Print (to stdout, as scikit-learn does) a line per value of
         ``"auto"``'s grid and when the fit stops (1), and a line per fold fit
-        (2) and per L-BFGS iteration (3 for the folds, 2 for the fit).
+        (2) and per evaluation of the loss (3 for the folds, 2 for the fit).
 
     Returns
     -------
@@ -486,7 +486,7 @@ def select_dirichlet_regularization(
         Non-negative weights; ``None`` means 1.
     verbose : int, default=0
         Print (to stdout) a line per value of the grid (1), per fold fit (2)
-        and per L-BFGS iteration (3).
+        and per evaluation of the loss (3).
 
     Returns
     -------

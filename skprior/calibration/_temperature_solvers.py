@@ -342,16 +342,19 @@ def _bcts_lbfgs(data, start_temperature, verbose):
     # about diag(frequencies) - outer(frequencies), is about the identity)
     frequencies = data.totals / data.total
     scale = np.concatenate([[1.0 / start_temperature], 1.0 / np.sqrt(frequencies)])
+
+    def loss(params):  # (verbose >= 2: a line per evaluation, a pass each)
+        value, grad = _bcts_loss(params, data, scale)
+        if verbose >= 2:
+            _print_step(value)
+        return value, grad
+
     result = minimize(
-        _bcts_loss,
+        loss,
         np.zeros(data.shape[1] + 1),
-        args=(data, scale),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},
-        callback=(lambda intermediate_result: _print_step(intermediate_result.fun))
-        if verbose >= 2
-        else None,
     )
     if not result.success:
         warn_user(
