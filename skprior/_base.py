@@ -72,7 +72,7 @@ def _check_fit_X(X, n_labels):
 
 def _used_as_is(estimator):
     """Whether the wrapper uses ``estimator`` as it is (frozen or fitted)."""
-    return estimator is not None and (
+    return hasattr(estimator, "fit") and (
         isinstance(estimator, FrozenEstimator) or is_fitted(estimator)
     )
 
@@ -459,8 +459,10 @@ class BasePriorClassifier(
             )
         if "estimator" in params:  # (fit warns: see the class docstring)
             given = params["estimator"]
-            self._unfitted_in_place_of_fitted = _used_as_is(self.estimator) and not (
-                given is None or _used_as_is(given)
+            self._unfitted_in_place_of_fitted = (
+                _used_as_is(self.estimator)
+                and hasattr(given, "fit")  # (set_params does not validate)
+                and not _used_as_is(given)
             )
         return super().set_params(**params)
 
