@@ -231,6 +231,35 @@ def _library_answers():
     return answers
 
 
+def _dask_answers():
+    """Rows kept by a Dask boolean filter: unknown chunk sizes, chunks of no rows.
+
+    Right when NumPy's answer on the same rows comes back (tests/test_dask.py).
+    """
+    try:
+        from test_dask import FILTERED_CALLS, _filtered
+    except ImportError:  # (Dask not installed)
+        return []
+    from _data import load_model_outputs
+
+    proba, labels = load_model_outputs("wideresnet-16-4-cifar-10")
+    proba, labels = proba[:900].astype(np.float64), labels[:900]
+    keep = np.ones(900, dtype=bool)
+    keep[150:450] = False  # (two whole chunks of no rows)
+    keep[600:] = proba[600:, 3] < 0.5
+    answers = []
+    for known in (False, True):
+        p, z = _filtered(proba, keep, known), _filtered(np.log(proba), keep, known)
+        for name, call in FILTERED_CALLS.items():
+            expected = call(proba[keep], np.log(proba[keep]), labels[keep])
+            answers.append((
+                f"dask-{'empty-chunks' if known else 'unknown-chunk-sizes'}-{name}",
+                lambda call=call, p=p, z=z: np.asarray(call(p, z, labels[keep])),
+                lambda got, expected=expected: np.allclose(got, expected, atol=1e-7),
+            ))  # fmt: skip
+    return answers
+
+
 def _series(content):
     import pandas as pd
 
@@ -261,7 +290,7 @@ def library_outcomes():
     for case in _library_errors():
         outcome, detail = run_case(case)
         outcomes[outcome].append((case, detail))
-    for name, call, check in _library_answers():
+    for name, call, check in _library_answers() + _dask_answers():
         case = Case(name, call, "")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

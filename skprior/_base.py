@@ -41,6 +41,7 @@ from skprior._utils._validation import (
     as_labels,
     check_prior,
     check_proba,
+    warn_user,
 )
 from skprior._utils._validation_labels import (
     check_sample_weight,
@@ -67,6 +68,13 @@ def _check_fit_X(X, n_labels):
             f"X has {n_samples} rows but y has {n_labels} labels; give one label "
             f"per row of X."
         )
+
+
+def _used_as_is(estimator):
+    """Whether the wrapper uses ``estimator`` as it is (frozen or fitted)."""
+    return hasattr(estimator, "fit") and (
+        isinstance(estimator, FrozenEstimator) or is_fitted(estimator)
+    )
 
 
 def is_fitted(estimator):
@@ -96,7 +104,11 @@ class BasePriorClassifier(
     ``LogisticRegression()``. A grid over several fitted models
     (``{"estimator": [a, b]}``) needs each wrapped in ``FrozenEstimator``:
     ``GridSearchCV`` clones the values it tries, and the clone of a fitted
-    model is unfitted.
+    model is unfitted, which the wrapper would then fit on the data it
+    calibrates or adapts on. ``fit`` warns where it sees this: an unfitted
+    model set by ``set_params`` in place of a fitted one (the grid over a
+    wrapper of a fitted model, ``GridSearchCV(CANClassifier(a), {"estimator":
+    [a, b]})``); over a wrapper of an unfitted model it cannot tell.
     """
 
     _parameter_constraints: dict = {
@@ -121,8 +133,19 @@ class BasePriorClassifier(
         model is not fitted again, so they are not used.
         """
         estimator = self._get_estimator()
-        if isinstance(estimator, FrozenEstimator) or is_fitted(estimator):
+        if _used_as_is(estimator):
             return estimator
+        if getattr(self, "_unfitted_in_place_of_fitted", False):
+            warn_user(
+                f"{type(self).__name__} fits its inner model "
+                f"({type(estimator).__name__}) on the data given to fit, and "
+                f"post-processes its outputs on that same data, where a model is "
+                f"more confident than on new data: set_params put an unfitted "
+                f"model in place of a fitted one, as GridSearchCV does over a grid "
+                f"of fitted models ({{'estimator': [a, b]}}), whose values it "
+                f"clones (a clone is unfitted). To use fitted models as they are, "
+                f"wrap each in sklearn.frozen.FrozenEstimator."
+            )
         # The model will learn the classes of y: refuse parameters that do not
         # fit them before the (possibly long) fit, not after it. (Fewer than
         # two classes is the model's own error to give.)
@@ -397,11 +420,7 @@ class BasePriorClassifier(
         # clone's fit would then refit it on whatever data it is given.
         params = self.get_params(deep=False)
         estimator = params.get("estimator")
-        if (
-            estimator is not None
-            and not isinstance(estimator, FrozenEstimator)
-            and is_fitted(estimator)
-        ):
+        if _used_as_is(estimator) and not isinstance(estimator, FrozenEstimator):
             params["estimator"] = FrozenEstimator(estimator)
         return type(self)(**{k: clone(v, safe=False) for k, v in params.items()})
 
@@ -437,6 +456,13 @@ class BasePriorClassifier(
                 f"keep its fitted state and ignore them. Wrap an unfitted model "
                 f"to tune its parameters; over a fitted one, tune the wrapper's "
                 f"own parameters."
+            )
+        if "estimator" in params:  # (fit warns: see the class docstring)
+            given = params["estimator"]
+            self._unfitted_in_place_of_fitted = (
+                _used_as_is(self.estimator)
+                and hasattr(given, "fit")  # (set_params does not validate)
+                and not _used_as_is(given)
             )
         return super().set_params(**params)
 

@@ -152,6 +152,7 @@ BAD_UNIT = [("negative", -0.1), ("above 1", 1.5), ("NaN", np.nan), ("string", "x
 BAD_POSITIVE = [("zero", 0), ("negative", -1.0), ("NaN", np.nan), ("string", "x")]
 BAD_COUNT = [("zero", 0), ("negative", -2), ("float", 1.5), ("string", "x")]
 BAD_OPTION = [("unknown", "nope"), ("None", None), ("number", 1)]
+BAD_VERBOSE = [("negative", -1), ("string", "x"), ("float", 1.5)]
 
 
 # -- the cases ------------------------------------------------------------------------
@@ -254,6 +255,23 @@ _add(
     BAD_WEIGHTS,
     lambda v: skprior.fit_bias_corrected_temperature(Z, Y, sample_weight=v),
 )
+
+# verbose (scikit-learn's convention), on each fit that takes it
+for _name, _fit in {
+    "fit_temperature": lambda v: skprior.fit_temperature(Z, Y, verbose=v),
+    "fit_bias_corrected_temperature": lambda v: skprior.fit_bias_corrected_temperature(
+        Z, Y, verbose=v
+    ),
+    "fit_vector_scaling": lambda v: skprior.fit_vector_scaling(Z, Y, verbose=v),
+    "fit_dirichlet_calibration": lambda v: skprior.fit_dirichlet_calibration(
+        Z, Y, reg_lambda=1.0, verbose=v
+    ),
+    "select_dirichlet_regularization": lambda v: (
+        skprior.select_dirichlet_regularization(Z, Y, verbose=v)
+    ),
+    "estimate_test_prior": lambda v: skprior.estimate_test_prior(P, Q, verbose=v),
+}.items():
+    _add(_name, "verbose", BAD_VERBOSE, _fit)
 
 # class-wise calibration
 BAD_VECTOR = [

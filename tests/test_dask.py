@@ -504,3 +504,79 @@ def test_prior_interval_with_repeated_rows_one_more_compute(outputs):
     assert counter.count == 2
     np.testing.assert_allclose(low.compute(), expected[0], atol=1e-9)
     np.testing.assert_allclose(high.compute(), expected[1], atol=1e-9)
+
+
+# -- filtered Dask arrays: unknown chunk sizes, chunks of no rows ---------------------
+
+
+def _filtered(array, keep, known):
+    """``array[keep]`` as Dask filters it: by a Dask mask (unknown chunk sizes),
+    or with the sizes computed (known; the filter leaves chunks of no rows)."""
+    rows = _lazy(array, chunks=150)
+    rows = rows[da.from_array(keep, chunks=150)]
+    return rows.compute_chunk_sizes() if known else rows
+
+
+# (each function of a pass, a fit or a map; labels and a reference on the host)
+FILTERED_CALLS = {
+    "em": lambda p, z, y: estimate_test_prior(p, np.full(10, 0.1), solver="em").prior,
+    "squarem": lambda p, z, y: estimate_test_prior(p, np.full(10, 0.1)).prior,
+    "pga": lambda p, z, y: estimate_test_prior(p, np.full(10, 0.1), solver="pga").prior,
+    "map": lambda p, z, y: estimate_test_prior(p, np.full(10, 0.1), method="map").prior,
+    "nll": lambda p, z, y: fit_temperature(z, y),
+    "ec": lambda p, z, y: fit_temperature(z, y, method="ec"),
+    "bcts": lambda p, z, y: fit_bias_corrected_temperature(z, y)[1],
+    "can": lambda p, z, y: alternating_normalization(p, np.full(10, 0.1), tau=0.3),
+    "bbse": lambda p, z, y: bbse_test_prior(p, np.eye(10) * 0.099 + 1e-4),
+    "adjust": lambda p, z, y: adjust_to_prior(p, np.full(10, 0.1), np.full(10, 0.1)),
+    "softmax": lambda p, z, y: softmax_temperature(z, 1.5),
+    "topk": lambda p, z, y: topk_entropy(p, 3),
+}
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["unknown-sizes", "empty-chunks"])
+@pytest.mark.parametrize("call", FILTERED_CALLS.values(), ids=FILTERED_CALLS.keys())
+def test_filtered_arrays_give_numpys_answer(outputs, call, known):
+    """Rows kept by a Dask boolean filter give NumPy's answer on the same rows:
+    unknown chunk sizes (NaN rows before: EM never stopped, the fits refused
+    the labels, BBSE failed) are computed on a copy (the caller's array keeps
+    its NaN sizes), and chunks of no rows (refused, or Dask's own reductions
+    failing, before) are dropped."""
+    proba, labels = outputs
+    proba = proba[:900]
+    logits = np.log(proba)
+    keep = np.ones(900, dtype=bool)
+    keep[150:450] = False  # (two whole chunks of no rows)
+    keep[600:] = proba[600:, 3] < 0.5  # (and a filter within chunks)
+    p, z = _filtered(proba, keep, known), _filtered(logits, keep, known)
+    expected = call(proba[keep], logits[keep], labels[:900][keep])
+    result = call(p, z, labels[:900][keep])
+    result = result.compute() if isinstance(result, da.Array) else result
+    np.testing.assert_allclose(result, expected, atol=1e-7)
+    assert known or np.isnan(p.shape[0])  # (the caller's array unchanged)
+
+
+def test_unknown_chunk_sizes_cost_one_pass(outputs):
+    """Learning unknown chunk sizes is one compute, once, before the
+    validation; a map stays lazy otherwise."""
+    proba = outputs[0][:900]
+    keep = proba[:, 0] < 0.5
+    train = np.full(10, 0.1)
+    expected = estimate_test_prior(proba[keep], train)
+    with ComputeCounter() as counter:
+        result = estimate_test_prior(_filtered(proba, keep, known=False), train)
+    gone = np.any(expected.prior < 1e-2 * train)
+    assert counter.count == result.n_passes + 2 + gone
+    with ComputeCounter() as counter:
+        adjust_to_prior(_filtered(proba, keep, known=False), train, train)
+    assert counter.count == 1
+
+
+def test_filter_leaving_no_rows_is_refused(outputs):
+    """A filter that keeps no row is refused as an empty input."""
+    proba = outputs[0][:300]
+    empty = _filtered(proba, np.zeros(300, dtype=bool), known=False)
+    with pytest.raises(ValueError, match="proba is empty"):
+        estimate_test_prior(empty, np.full(10, 0.1))
+    with pytest.raises(ValueError, match="logits is empty"):
+        fit_temperature(_filtered(np.log(proba), np.zeros(300, bool), False), [])

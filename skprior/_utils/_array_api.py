@@ -199,6 +199,28 @@ def per_row(xp, values, like, dtype=None):
     return xp.asarray(np.asarray(values), device=device_of(like), dtype=dtype)
 
 
+def known_rows(array, merge=True):
+    """A Dask array of whole rows whose chunk sizes are known, none empty.
+
+    Chunk sizes that Dask does not know (after boolean filtering,
+    ``x[x[:, 0] > 0.1]``) are computed here, at the cost of one pass over
+    the data: without them the number of rows is NaN (an estimate divided by
+    it was NaN, and EM never stopped), and Dask's own reductions fail on the
+    chunks of no rows that filtering leaves. The caller's array is not
+    changed (its sizes are computed on a copy). Empty chunks are dropped and,
+    with ``merge``, small chunks merged for the passes (:func:`coarse_chunks`);
+    the rows are the same, in the same order.
+    """
+    import dask.array as da
+
+    if any(np.isnan(size) for sizes in array.chunks for size in sizes):
+        array = da.Array(array.dask, array.name, array.chunks, meta=array._meta)
+        array = array.compute_chunk_sizes()
+    if 0 in array.chunks[0] and array.shape[0]:
+        array = array.rechunk({0: tuple(size for size in array.chunks[0] if size)})
+    return coarse_chunks(array) if merge else array.rechunk({1: -1})
+
+
 def coarse_chunks(array, elements=2**20):
     """A Dask array in chunks of whole rows, small chunks merged for a pass.
 

@@ -23,6 +23,7 @@ from skprior._utils._array_api import (
     device_of,
     get_namespace,
     is_dask,
+    known_rows,
     to_host,
     work_dtype,
 )
@@ -178,7 +179,9 @@ def check_proba(
     lazy : bool, default=False
         For a Dask array: check each block when it is computed (for a map,
         which then needs no pass of its own) instead of now (one
-        ``dask.compute``). Other arrays are checked now.
+        ``dask.compute``). Other arrays are checked now. A Dask array whose
+        chunk sizes are unknown (boolean filtering) costs one more pass, to
+        learn them, either way (:func:`~skprior._utils._array_api.known_rows`).
 
     Returns
     -------
@@ -200,6 +203,9 @@ def check_proba(
     else:
         _check_proba_shape(proba.shape, name, min_classes)
         arr = as_float(xp, proba, name)
+        if is_dask(xp):  # (unknown sizes computed: NaN rows otherwise)
+            arr = known_rows(arr, merge=not lazy)
+            _check_proba_shape(arr.shape, name, min_classes)
         if lazy and is_dask(xp):
             return checked_lazily(arr, check_proba, name)
         row_sums = xp.sum(arr, axis=1)
@@ -423,7 +429,7 @@ def check_logits(
         (:func:`warn_if_probabilities`), computed in the same pass.
     lazy : bool, default=False
         For a Dask array: check each block when it is computed, instead of
-        now (see :func:`check_proba`).
+        now (see :func:`check_proba`, also for unknown chunk sizes).
 
     Returns
     -------
@@ -443,13 +449,16 @@ def check_logits(
             f"score of the positive class of a binary problem), got an array of "
             f"shape {tuple(arr.shape)}."
         )
-    if arr.shape[0] == 0:
-        raise ValueError(
-            f"{name} is empty (shape {tuple(arr.shape)}): pass at least one row "
-            f"of logits."
-        )
-    if arr.ndim == 1:
+    one_d = arr.ndim == 1
+    if one_d:
         arr = xp.stack([xp.zeros_like(arr), arr], axis=1)
+    if is_dask(xp):  # (unknown sizes computed: NaN rows otherwise)
+        arr = known_rows(arr, merge=not lazy)
+    if arr.shape[0] == 0:
+        shape = (0,) if one_d else tuple(arr.shape)
+        raise ValueError(
+            f"{name} is empty (shape {shape}): pass at least one row of logits."
+        )
     dtype = arr.dtype
     if arr.shape[1] < 2:
         raise ValueError(

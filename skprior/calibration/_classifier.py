@@ -25,6 +25,7 @@ from skprior.calibration._classwise import (
     softmax_dirichlet_calibration,
     softmax_vector_scaling,
 )
+from skprior.calibration._classwise_solvers import fold_progress
 from skprior.calibration._temperature import (
     fit_bias_corrected_temperature,
     fit_temperature,
@@ -59,7 +60,10 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         should then be given held-out data. An unfitted model is cloned and
         fitted on the data given to ``fit`` -- and calibrated on that same data,
         which makes sense only for models that are not over-confident on their
-        training data. ``None`` means ``LogisticRegression()``.
+        training data. ``None`` means ``LogisticRegression()``. To search over
+        fitted models (``GridSearchCV(..., {"estimator": [a, b]})``), wrap each
+        in ``sklearn.frozen.FrozenEstimator``: the search clones the values it
+        tries, and a clone is unfitted (``fit`` warns where it sees this).
     method : {"ec", "nll", "bcts", "nbvs", "vs", "dirichlet"}, default="ec"
         ``"ec"``: expectation consistency, mean confidence equal to accuracy
         (Clarté et al. 2023). ``"nll"``: minimum log loss (Guo et al. 2017).
@@ -77,6 +81,12 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
     reg_mu : float >= 0, default=None
         Bias penalty μ of ``"dirichlet"``; ``None`` means
         μ = λ. Used by ``"dirichlet"`` only.
+    verbose : int, default=0
+        Print the calibration's fit as it goes (to stdout, as scikit-learn
+        does): a line when it stops and, for ``reg_lambda="auto"``, one per
+        value of λ tried (1); a line per step (2). See the ``verbose`` of
+        :func:`fit_temperature`, :func:`fit_bias_corrected_temperature`,
+        :func:`fit_vector_scaling` and :func:`fit_dirichlet_calibration`.
     train_prior : array-like of shape (n_classes,), dict or Series, \
             default="deprecated"
         Deprecated in 0.1, to be removed in 0.3 (a ``FutureWarning``): the
@@ -173,6 +183,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             method="calibration_method", reg_lambda="reg_lambda", reg_mu="reg_mu"
         ),
         "train_prior": [*CONSTRAINTS["optional_prior"], StrOptions({"deprecated"})],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -183,12 +194,14 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         reg_lambda=DEFAULT_REG_LAMBDA,
         reg_mu=DEFAULT_REG_MU,
         train_prior="deprecated",
+        verbose=0,
     ):
         self.estimator = estimator
         self.method = method
         self.reg_lambda = reg_lambda
         self.reg_mu = reg_mu
         self.train_prior = train_prior
+        self.verbose = verbose
 
     def _given_train_prior(self):
         if isinstance(self.train_prior, str) and self.train_prior == "deprecated":
@@ -258,6 +271,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             reg_lambda=self.reg_lambda,
             reg_mu=self.reg_mu,
             sample_weight=sample_weight,
+            verbose=self.verbose,
         )
         for name, value in fitted.items():
             setattr(self, name + "_", value)
@@ -281,16 +295,28 @@ _FITTED = (
 )
 
 
-def fit_calibration(method, logits, y, *, reg_lambda, reg_mu, sample_weight=None):
+def fit_calibration(
+    method,
+    logits,
+    y,
+    *,
+    reg_lambda,
+    reg_mu,
+    sample_weight=None,
+    verbose=0,
+    progress=None,
+):
     """The parameters of the calibration ``method`` fitted on ``logits`` and ``y``.
 
     A dict keyed by the names of the estimator's fitted attributes without
     their trailing underscore (``"temperature"``, ``"bias"``, ``"weights"``,
     ``"matrix"``, ``"reg_lambda"``, ``"reg_mu"``, ``"cv_scores"``), holding
     those of ``method`` only; ``reg_lambda`` and ``reg_mu`` are used by
-    ``"dirichlet"`` only. Shared with ``skprior calibrate``.
+    ``"dirichlet"`` only. Shared with ``skprior calibrate``, whose progress
+    bar is ``progress(done, total)``, called after each fold fit of
+    ``reg_lambda="auto"`` with the fits done and the most there may be.
     """
-    weight = {"sample_weight": sample_weight}
+    weight = {"sample_weight": sample_weight, "verbose": verbose}
     if method == "bcts":
         temperature, bias = fit_bias_corrected_temperature(logits, y, **weight)
         return {"temperature": temperature, "bias": bias}
@@ -302,9 +328,10 @@ def fit_calibration(method, logits, y, *, reg_lambda, reg_mu, sample_weight=None
         return {"temperature": fit_temperature(logits, y, method=method, **weight)}
     scores = {}
     if isinstance(reg_lambda, str) and reg_lambda == "auto":
-        reg_lambda, scores["cv_scores"] = select_dirichlet_regularization(
-            logits, y, reg_mu=reg_mu, **weight
-        )
+        with fold_progress(progress):
+            reg_lambda, scores["cv_scores"] = select_dirichlet_regularization(
+                logits, y, reg_mu=reg_mu, **weight
+            )
     reg_lambda = float(reg_lambda)
     reg_mu = reg_lambda if reg_mu is None else float(reg_mu)
     matrix, bias = fit_dirichlet_calibration(

@@ -53,10 +53,11 @@ MAX_DIRICHLET_CLASSES = 1000
     {
         **constraints(logits="array", y="array", sample_weight="optional_array"),
         "bias": ["boolean"],
+        "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
-def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
+def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None, verbose=0):
     r"""Vector scaling: one factor (and one bias) per class, by log loss.
 
     Minimises the weighted mean log loss of
@@ -87,6 +88,9 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
         Fit the class biases (vector scaling); ``False`` fixes them at 0 (NBVS).
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative weights; ``None`` means 1.
+    verbose : int, default=0
+        Print (to stdout, as scikit-learn does) a line when L-BFGS stops (1)
+        and one per evaluation of the loss (2).
 
     Returns
     -------
@@ -156,7 +160,7 @@ def fit_vector_scaling(logits, y, *, bias=True, sample_weight=None):
         what,
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
-    factors, offsets = fit_vs(data, bias, what)
+    factors, offsets = fit_vs(data, bias, what, verbose)
     warn_if_few_rows(
         data,
         2 * n_classes - 1 if bias else n_classes,
@@ -263,7 +267,8 @@ def _dirichlet_inputs(logits, y, sample_weight):
         reg_lambda="reg_lambda",
         reg_mu="reg_mu",
         sample_weight="optional_array",
-    ),
+    )
+    | {"verbose": ["verbose"]},
     prefer_skip_nested_validation=True,
 )
 def fit_dirichlet_calibration(
@@ -273,6 +278,7 @@ def fit_dirichlet_calibration(
     reg_lambda=DEFAULT_REG_LAMBDA,
     reg_mu=DEFAULT_REG_MU,
     sample_weight=None,
+    verbose=0,
 ):
     r"""Dirichlet calibration with ODIR regularisation (Kull et al. 2019).
 
@@ -310,6 +316,10 @@ def fit_dirichlet_calibration(
         (also during the cross-validation of ``"auto"``).
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative weights; ``None`` means 1.
+    verbose : int, default=0
+        Print (to stdout, as scikit-learn does) a line per value of
+        ``"auto"``'s grid and when the fit stops (1), and a line per fold fit
+        (2) and per evaluation of the loss (3 for the folds, 2 for the fit).
 
     Returns
     -------
@@ -388,9 +398,11 @@ def fit_dirichlet_calibration(
     """
     log_proba, y = _dirichlet_inputs(logits, y, sample_weight)
     if reg_lambda == "auto":
-        reg_lambda, _ = _select(log_proba, y, reg_mu)
+        reg_lambda, _ = _select(log_proba, y, reg_mu, verbose)
     reg_mu = reg_lambda if reg_mu is None else reg_mu
-    matrix, bias = fit_dirichlet(log_proba, float(reg_lambda), float(reg_mu))
+    matrix, bias = fit_dirichlet(
+        log_proba, float(reg_lambda), float(reg_mu), verbose=verbose
+    )
     n_classes = log_proba.shape[1]
     # ODIR leaves the diagonal of W free; without a penalty the off-diagonal
     # entries and the biases are free too.
@@ -424,7 +436,7 @@ def fit_dirichlet_calibration(
     return log_proba.result(matrix), log_proba.result(bias)
 
 
-def _select(log_proba, y, reg_mu):
+def _select(log_proba, y, reg_mu, verbose):
     counts = np.bincount(y, minlength=log_proba.shape[1])
     if counts.min() < 2:
         raise ValueError(
@@ -433,16 +445,19 @@ def _select(log_proba, y, reg_mu):
             f"class {int(np.argmin(counts))} has {int(counts.min())}. Pass a "
             f"number as reg_lambda (for example 1.0), or fit on more data."
         )
-    return select_dirichlet(log_proba, y, reg_mu)
+    return select_dirichlet(log_proba, y, reg_mu, verbose=verbose)
 
 
 @validate_params(
     constraints(
         logits="array", y="array", reg_mu="reg_mu", sample_weight="optional_array"
-    ),
+    )
+    | {"verbose": ["verbose"]},
     prefer_skip_nested_validation=True,
 )
-def select_dirichlet_regularization(logits, y, *, reg_mu=None, sample_weight=None):
+def select_dirichlet_regularization(
+    logits, y, *, reg_mu=None, sample_weight=None, verbose=0
+):
     r"""The ODIR penalty of Dirichlet calibration, by cross-validation.
 
     What :func:`fit_dirichlet_calibration` does for ``reg_lambda="auto"``:
@@ -469,6 +484,9 @@ def select_dirichlet_regularization(logits, y, *, reg_mu=None, sample_weight=Non
         A fixed bias penalty :math:`\mu`; ``None`` ties it to :math:`\lambda`.
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative weights; ``None`` means 1.
+    verbose : int, default=0
+        Print (to stdout) a line per value of the grid (1), per fold fit (2)
+        and per evaluation of the loss (3).
 
     Returns
     -------
@@ -506,7 +524,7 @@ def select_dirichlet_regularization(logits, y, *, reg_mu=None, sample_weight=Non
     True
     """
     log_proba, y = _dirichlet_inputs(logits, y, sample_weight)
-    reg_lambda, scores = _select(log_proba, y, reg_mu)
+    reg_lambda, scores = _select(log_proba, y, reg_mu, verbose)
     return float(reg_lambda), {float(k): float(v) for k, v in scores.items()}
 
 

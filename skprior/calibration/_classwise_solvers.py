@@ -24,6 +24,9 @@ fixed features, plus a quadratic penalty), so L-BFGS finds the minimum from any
 start.
 """
 
+import contextlib
+import contextvars
+import time
 import warnings
 
 import numpy as np
@@ -61,8 +64,23 @@ _CLEAR_RISE = 0.005
 
 _LBFGS_OPTIONS = {"maxiter": 5000, "maxfun": 10000, "gtol": 1e-9, "ftol": 1e-10}
 
+# ``progress(done, total)``, called after each fold fit of ``select_dirichlet``
+# (the command line's progress bar): set around a fit by ``fold_progress``, so
+# that the public functions, and their checks, stay as they are.
+_FOLD_PROGRESS = contextvars.ContextVar("fold_progress", default=None)
 
-def _minimize(loss, start, args, curvature, what):
+
+@contextlib.contextmanager
+def fold_progress(progress):
+    """Call ``progress(done, total)`` after each fold fit, in a ``with`` block."""
+    token = _FOLD_PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _FOLD_PROGRESS.reset(token)
+
+
+def _minimize(loss, start, args, curvature, what, verbose=0):
     """L-BFGS from ``start``, preconditioned by the diagonal ``curvature``.
 
     The variables are rescaled by the square root of the loss's Hessian
@@ -77,6 +95,8 @@ def _minimize(loss, start, args, curvature, what):
 
     def scaled_loss(x):
         value, grad = loss(x / scale, *args)
+        if verbose >= 2:  # (a line per evaluation: a pass over the rows each)
+            print(f"{what}: loss {value:.10g}")
         return value, grad / scale
 
     # L-BFGS-B's own linear algebra is on matrices of the size of its memory
@@ -92,6 +112,8 @@ def _minimize(loss, start, args, curvature, what):
             method="L-BFGS-B",
             options=_LBFGS_OPTIONS,
         )
+    if verbose >= 1:  # (a fold fit's verbose is one less, maybe -1)
+        print(f"{what}: {result.nit} L-BFGS iterations, loss {result.fun:.10g}")
     if not result.success and result.nit >= _LBFGS_OPTIONS["maxiter"]:
         warn_user(f"{what} did not converge: {result.message}", ConvergenceWarning)
     return result.x / scale
@@ -130,7 +152,7 @@ def vs_loss(params, data, scale, has_bias):
     return float(loss) / data.total, grad / data.total
 
 
-def fit_vs(data, has_bias, what):
+def fit_vs(data, has_bias, what, verbose=0):
     """Class factors and mean-zero biases (or none) of vector scaling.
 
     ``data`` holds the logits (:meth:`Rows.usable`) and every class has
@@ -155,7 +177,7 @@ def fit_vs(data, has_bias, what):
         [curvature_v * scale**2, curvature_b[: n_classes * has_bias]]
     )
     params = _minimize(
-        vs_loss, start, (data, scale, has_bias), curvature / data.total, what
+        vs_loss, start, (data, scale, has_bias), curvature / data.total, what, verbose
     )
     bias = params[n_classes:] if has_bias else np.zeros(n_classes)
     return params[:n_classes] * scale, bias - bias.mean()
@@ -210,12 +232,13 @@ def dirichlet_loss(params, data, reg_lambda, reg_mu):
     return float(loss), np.concatenate([grad_m.ravel(), grad_b])
 
 
-def fit_dirichlet(data, reg_lambda, reg_mu, start=None):
+def fit_dirichlet(data, reg_lambda, reg_mu, start=None, verbose=0):
     """``W`` and ``b`` minimising the ODIR-regularised log loss.
 
     Starts from the identity map (``W = I``, ``b = 0``) unless ``start`` (a
     flat parameter vector) is given. Without a bias penalty the bias is
-    defined up to a constant; the one returned has mean zero.
+    defined up to a constant; the one returned has mean zero. ``verbose``
+    prints a line at the end (1) and one per evaluation of the loss (2).
     """
     n_classes, xp = data.shape[1], data.xp
     if start is None:
@@ -237,12 +260,13 @@ def fit_dirichlet(data, reg_lambda, reg_mu, start=None):
         (data, reg_lambda, reg_mu),
         np.concatenate([curvature_m.ravel(), curvature_b]),
         "Dirichlet calibration",
+        verbose,
     )
     matrix, bias, _, _ = _unpack(data, params)
     return matrix.copy(), bias - bias.mean()
 
 
-def select_dirichlet(data, y, reg_mu=None, grid=DIRICHLET_GRID):
+def select_dirichlet(data, y, reg_mu=None, grid=DIRICHLET_GRID, verbose=0):
     """The ``lambda`` of ``grid`` with the least cross-validated log loss.
 
     ``mu`` is ``lambda`` itself (tied) when ``reg_mu`` is None, else ``reg_mu``;
@@ -256,7 +280,9 @@ def select_dirichlet(data, y, reg_mu=None, grid=DIRICHLET_GRID):
     so far at two values in a row, or above it by more than 0.5% at one:
     weaker penalties only over-fit more, and they are the slowest fits.
     Returns the chosen value and ``{value: mean held-out log loss}`` for the
-    values tried.
+    values tried. ``verbose`` prints a line per value (1), and those of each
+    fold's fit (one less). The ``progress`` of :func:`fold_progress` is called
+    with the fold fits done and the most there may be.
     """
     counts = np.bincount(y, minlength=data.shape[1])
     n_splits = int(min(DIRICHLET_CV_FOLDS, counts.min()))
@@ -269,18 +295,28 @@ def select_dirichlet(data, y, reg_mu=None, grid=DIRICHLET_GRID):
     starts = [None] * n_splits
     scores = {}
     rises = 0
-    for value in sorted(grid, reverse=True):
-        held_out = 0.0
+    progress = _FOLD_PROGRESS.get()
+    for step, value in enumerate(sorted(grid, reverse=True)):
+        held_out, began = 0.0, time.perf_counter()
         for f in range(n_splits):
             train = data.subset(np.flatnonzero(fold_of_row != f)).totalled()
             mu = value if reg_mu is None else reg_mu
-            matrix, bias = fit_dirichlet(train, value, mu, starts[f])
+            matrix, bias = fit_dirichlet(train, value, mu, starts[f], verbose - 1)
             starts[f] = np.concatenate([matrix.ravel(), bias])
             test = data.subset(np.flatnonzero(fold_of_row == f)).totalled()
             # (the held-out log loss: no penalty; its gradient is not used)
             held_out += dirichlet_loss(starts[f], test, 0.0, 0.0)[0] * test.total
+            if progress is not None:
+                progress(step * n_splits + f + 1, len(grid) * n_splits)
         best = min(scores.values(), default=np.inf)
         scores[value] = held_out / data.total
+        if verbose:
+            print(
+                f"[{step + 1}/{len(grid)}] reg_lambda={value:g}: held-out log loss "
+                f"{scores[value]:.6f} ({n_splits} folds, "
+                f"{time.perf_counter() - began:.1f}s)",
+                flush=True,
+            )
         rises = rises + 1 if scores[value] > best else 0
         if rises >= 2 or scores[value] > best * (1 + _CLEAR_RISE):
             break

@@ -83,11 +83,12 @@ def softmax_temperature(logits, temperature, bias=None):
     {
         **constraints(logits="array", y="array", method="temperature_method"),
         **constraints(sample_weight="optional_array"),
+        "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
 def fit_temperature(
-    logits, y, *, method=DEFAULT_TEMPERATURE_METHOD, sample_weight=None
+    logits, y, *, method=DEFAULT_TEMPERATURE_METHOD, sample_weight=None, verbose=0
 ):
     r"""Find the temperature that calibrates held-out logits.
 
@@ -125,6 +126,9 @@ def fit_temperature(
         Expectation consistency or minimum log loss.
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative weights :math:`w_i`; ``None`` means 1.
+    verbose : int, default=0
+        Print (to stdout, as scikit-learn does) a line when the fit stops (1)
+        and one per step, a pass over the rows each (2).
 
     Returns
     -------
@@ -187,15 +191,16 @@ def fit_temperature(
     # are formed block by block, not copied whole)
     data = fit_rows(logits, y, sample_weight, shift=True)
     if method == "ec":
-        return fit_ec(data)
-    return fit_nll(data.usable())
+        return fit_ec(data, verbose)
+    return fit_nll(data.usable(), verbose)
 
 
 @validate_params(
-    constraints(logits="array", y="array", sample_weight="optional_array"),
+    constraints(logits="array", y="array", sample_weight="optional_array")
+    | {"verbose": ["verbose"]},
     prefer_skip_nested_validation=True,
 )
-def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
+def fit_bias_corrected_temperature(logits, y, *, sample_weight=None, verbose=0):
     r"""Bias-corrected temperature scaling (BCTS): a temperature and class biases.
 
     Minimises the weighted mean log loss of
@@ -223,6 +228,9 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         The true classes as column indices ``0..n_classes-1`` of ``logits``.
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative weights; ``None`` means 1.
+    verbose : int, default=0
+        Print (to stdout, as scikit-learn does) a line when the fit stops (1),
+        one per step (2), and those of its start, the NLL temperature (2, 3).
 
     Returns
     -------
@@ -283,7 +291,7 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None):
         "Bias-corrected temperature scaling",
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
-    temperature, bias = fit_bcts(data)
+    temperature, bias = fit_bcts(data, verbose)
     on_device = data.asarray(bias)
     warn_if_separable(
         data,

@@ -151,7 +151,7 @@ def _derivatives(data, row_terms, log_t):
     return f, -beta * f1, beta * f1 + beta * beta * f2
 
 
-def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
+def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe, verbose=0):
     """Root in ``log T`` of a non-increasing ``f`` with known limits.
 
     ``f`` and its first two derivatives are those of :func:`_derivatives`
@@ -163,7 +163,8 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
     stays inside the bracket of the points evaluated so far (bisection
     otherwise), within the search interval widened by ``_WIDENING`` in ``log T``.
     Without a root, warn with ``describe(which)`` and return the end of that
-    interval on that side.
+    interval on that side. ``verbose`` prints a line at the end (1) and one
+    per step, a pass each (2).
     """
     gap, spread = data.scale
     if gap is None:
@@ -180,9 +181,11 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
     ends = (log_low - _WIDENING, log_high + _WIDENING)
     bracket, known = list(ends), [False, False]
     x, cap, side = min(max(0.0, ends[0]), ends[1]), 2.0, None
-    for _ in range(_MAX_STEPS):
+    for n_steps in range(1, _MAX_STEPS + 1):
         with np.errstate(over="ignore", under="ignore"):  # (exp(d / T) -> 0)
             f, f1, f2 = _derivatives(data, row_terms, x)
+        if verbose >= 2:
+            print(f"temperature: step {n_steps}, T = {np.exp(x):.10g}, f = {f:.3g}")
         # (f > 0: the root is above x; toward: the bracket end on that side)
         below, toward = int(f < 0), int(f > 0)
         bracket[below], known[below] = x, True
@@ -206,10 +209,12 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe):
             break
     if side is not None:
         warn_user(describe(side))
+    if verbose >= 1:  # (BCTS's start: one less, maybe -1)
+        print(f"temperature: T = {np.exp(x):.10g} after {n_steps} steps")
     return float(np.exp(x))
 
 
-def fit_ec(data):
+def fit_ec(data, verbose=0):
     """EC temperature of the shifted rows ``data``."""
     xp = data.xp
 
@@ -229,7 +234,9 @@ def fit_ec(data):
         return c - accuracy, -c * m1, c * (2 * m1 * m1 - m2)
 
     describe = partial(_describe_ec, accuracy=accuracy)
-    return _solve_log_temperature(data, row_terms, limit_low, limit_high, describe)
+    return _solve_log_temperature(
+        data, row_terms, limit_low, limit_high, describe, verbose
+    )
 
 
 def _describe_ec(side, accuracy):
@@ -252,7 +259,7 @@ def _describe_ec(side, accuracy):
     )
 
 
-def fit_nll(data):
+def fit_nll(data, verbose=0):
     """NLL temperature of the shifted rows ``data`` (:meth:`Rows.usable`)."""
     xp = data.xp
 
@@ -271,7 +278,9 @@ def fit_nll(data):
         variance = m2 - m1 * m1
         return m1 - data.d_true[rows], variance, m3 - m1 * (3 * variance + m1 * m1)
 
-    return _solve_log_temperature(data, row_terms, limit_low, limit_high, _describe_nll)
+    return _solve_log_temperature(
+        data, row_terms, limit_low, limit_high, _describe_nll, verbose
+    )
 
 
 def _describe_nll(side):
@@ -321,7 +330,7 @@ def _bcts_loss(params, data, scale):
     )
 
 
-def _bcts_lbfgs(data, start_temperature):
+def _bcts_lbfgs(data, start_temperature, verbose):
     """BCTS by L-BFGS with the gradient of :func:`_bcts_loss`: ``(T, b, loss)``.
 
     Started from the NLL temperature: the free factor is then of order 1 at
@@ -333,10 +342,16 @@ def _bcts_lbfgs(data, start_temperature):
     # about diag(frequencies) - outer(frequencies), is about the identity)
     frequencies = data.totals / data.total
     scale = np.concatenate([[1.0 / start_temperature], 1.0 / np.sqrt(frequencies)])
+
+    def loss(params):  # (verbose >= 2: a line per evaluation, a pass each)
+        value, grad = _bcts_loss(params, data, scale)
+        if verbose >= 2:
+            _print_step(value)
+        return value, grad
+
     result = minimize(
-        _bcts_loss,
+        loss,
         np.zeros(data.shape[1] + 1),
-        args=(data, scale),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-13},
@@ -392,7 +407,12 @@ def _bcts_pass(data, theta):
     return float(loss) / data.total, grad / data.total, hess / data.total
 
 
-def _bcts_newton(data, start_temperature):
+def _print_step(loss):
+    """Print BCTS's loss after a step (``verbose >= 2``)."""
+    print(f"BCTS: step, loss {loss:.10g}")
+
+
+def _bcts_newton(data, start_temperature, verbose):
     """BCTS by Newton's method in ``(log a, b)``: ``(T, b, loss)``.
 
     The gradient and Hessian of :func:`_bcts_pass`, a backtracking (Armijo)
@@ -422,6 +442,8 @@ def _bcts_newton(data, start_temperature):
         else:  # (no decrease left to find: the loss is at its rounding)
             break
         theta, (loss, grad, hess) = theta + t * step, new
+        if verbose >= 2:
+            _print_step(new[0])
     else:
         warn_user(
             f"Bias-corrected temperature scaling did not converge in "
@@ -431,7 +453,7 @@ def _bcts_newton(data, start_temperature):
     return float(np.exp(-theta[0])), theta[1:], loss
 
 
-def fit_bcts(data):
+def fit_bcts(data, verbose=0):
     """Temperature and mean-zero class biases minimising the log loss of BCTS.
 
     ``data`` are shifted rows (:meth:`Rows.usable`) in which every class has
@@ -442,11 +464,13 @@ def fit_bcts(data):
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        start_temperature = fit_nll(data)
+        start_temperature = fit_nll(data, verbose - 1)
     data.totals = data.class_totals()
     solve = _bcts_newton if data.shape[1] <= _NEWTON_MAX_CLASSES else _bcts_lbfgs
     with single_blas_thread():  # (small products, one or two per block)
-        temperature, bias, loss = solve(data, start_temperature)
+        temperature, bias, loss = solve(data, start_temperature, verbose)
+    if verbose >= 1:
+        print(f"BCTS: T = {temperature:.10g}, loss {loss:.10g}")
     bias = bias - bias.mean()
     _, spread = data.scale
     gain = _likelihood_ratio(loss, data)

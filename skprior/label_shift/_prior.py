@@ -241,6 +241,7 @@ def adjust_to_prior(proba, train_prior, test_prior):
         **constraints(proba="array", train_prior="prior", method="estimate_method"),
         **constraints(solver="solver", dirichlet_alpha="dirichlet_alpha"),
         **constraints(init="optional_prior", max_iter="max_iter", tol="tol"),
+        "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
@@ -254,6 +255,7 @@ def estimate_test_prior(
     init=None,
     max_iter=DEFAULT_MAX_ITER,
     tol=DEFAULT_TOL,
+    verbose=0,
 ):
     r"""Estimate the class prior of an unlabelled batch from its posteriors.
 
@@ -304,6 +306,10 @@ def estimate_test_prior(
         norm (a scale-free criterion: the prior lies on the simplex) and, for
         the MLE, no class below ``tol`` has a likelihood gradient pulling it up
         (see the module's notes).
+    verbose : int, default=0
+        Print (to stdout, as scikit-learn's estimators do) a line when the
+        solver stops (``verbose >= 1``) and one per pass over the batch, with
+        the objective (``verbose >= 2``).
 
     Returns
     -------
@@ -376,7 +382,7 @@ def estimate_test_prior(
             )
 
     prior, n_iter, n_passes, converged, objective = solve_prior(
-        proba, train, concentration, start, solver, max_iter, tol
+        proba, train, concentration, start, solver, max_iter, tol, verbose
     )
     _warn_if_degenerate(proba, train, prior, method)
     if not converged:

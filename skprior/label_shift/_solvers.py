@@ -121,8 +121,9 @@ class _Problem:
     results cross back as a ``K``-vector and a scalar.
     """
 
-    def __init__(self, proba, train_prior, concentration, tol, solver):
+    def __init__(self, proba, train_prior, concentration, tol, solver, verbose=0):
         self.proba = proba
+        self.verbose = verbose
         self.xp, self.is_numpy = get_namespace(proba)
         self.train_prior = train_prior
         self.n_samples, self.n_classes = proba.shape
@@ -158,6 +159,9 @@ class _Problem:
             gradient, log_d = _pass_dask(self.proba, weights, self.dtype)
         else:
             gradient, log_d = _pass_xp(self.xp, self.proba, weights)
+        if self.verbose >= 2:  # (scikit-learn's convention: print, per step)
+            value = self.objective(prior, float(log_d))
+            print(f"pass {self.n_passes}: objective {value:.10g}", flush=True)
         return gradient / self.train_prior / self.n_samples, float(log_d)
 
     def em_map(self, prior, gradient):
@@ -379,19 +383,29 @@ def _solve_pga(problem, start, max_iter):
 _SOLVERS = {"em": _solve_em, "squarem": _solve_squarem, "pga": _solve_pga}
 
 
-def solve_prior(proba, train_prior, concentration, start, solver, max_iter, tol):
+def solve_prior(
+    proba, train_prior, concentration, start, solver, max_iter, tol, verbose=0
+):
     """Maximise the (MAP) likelihood of the prior with ``solver``.
 
     Returns ``(prior, n_iter, n_passes, converged, objective)``. ``proba`` is
     used as it is (float32 or float64, any namespace); the passes convert it
     block by block.
     BLAS runs on one thread: the passes are memory-bound (see
-    ``_kernels.single_blas_thread``).
+    ``_kernels.single_blas_thread``). ``verbose`` prints a line at the end
+    (1) and one per pass (2), as scikit-learn's estimators print.
     """
-    problem = _Problem(proba, train_prior, concentration, tol, solver)
+    problem = _Problem(proba, train_prior, concentration, tol, solver, verbose)
     with single_blas_thread():
         prior, n_iter, converged, log_d = _SOLVERS[solver](problem, start, max_iter)
     objective = problem.objective(prior, log_d)
+    if verbose:
+        print(
+            f"{solver} prior estimate: {'converged' if converged else 'stopped'} "
+            f"after {n_iter} iterations ({problem.n_passes} passes), objective "
+            f"{objective:.10g}",
+            flush=True,
+        )
     return prior, n_iter, problem.n_passes, converged, objective
 
 
