@@ -385,7 +385,10 @@ class CANClassifier(BasePriorClassifier):
     ----------
     estimator : classifier, default=None
         Any classifier with ``predict_proba``, fitted or not.
-        ``None`` means ``LogisticRegression()``.
+        ``None`` means ``LogisticRegression()``. To search over fitted models
+        (``GridSearchCV(..., {"estimator": [a, b]})``), wrap each in
+        ``sklearn.frozen.FrozenEstimator``: the search clones the values it
+        tries, and a clone is unfitted (``fit`` warns where it sees this).
     k : int or "auto", default="auto"
         Number of top classes in the uncertainty, ``2 <= k <= n_classes``;
         ``"auto"`` is ``min(3, n_classes)``: Su's 3, and 2 on binary problems

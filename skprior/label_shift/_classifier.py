@@ -61,7 +61,10 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         ``LogisticRegression()``. A fitted model is used as it is and never
         refitted. Its posteriors should be calibrated: wrap it in a calibrator
         first (for example ``TemperatureCalibratedClassifier``), as EM relies
-        on calibrated posteriors.
+        on calibrated posteriors. To search over fitted models
+        (``GridSearchCV(..., {"estimator": [a, b]})``), wrap each in
+        ``sklearn.frozen.FrozenEstimator``: the search clones the values it
+        tries, and a clone is unfitted (``fit`` warns where it sees this).
     method : {"mle", "map", "bbse", "rlls", "known"}, default="mle"
         How the test prior is obtained. ``"mle"``: maximum likelihood on the
         batch by EM (Saerens et al., 2002). ``"map"``: maximum a posteriori
@@ -128,6 +131,10 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         ``mode`` and ``delta`` of :meth:`predict_set`, as in
         :func:`conformal_prediction_set`; ``"weighted"`` weighs by the prior
         of the batch (:meth:`estimate_prior`) over that of the ``fit`` labels.
+    verbose : int, default=0
+        Print the prior estimates as they run (to stdout, as scikit-learn
+        does): a line when each stops (1), one per pass (2); see
+        :func:`estimate_test_prior`.
 
     Attributes
     ----------
@@ -210,8 +217,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     stream benchmark (``docs/user_guide/streams.rst``): at 10-row batches it
     gains at least the best fixed-window MAP's accuracy on most shifted CIFAR
     streams (all but a slow monotone drift on the strong CIFAR-10 models,
-    0.03-0.06 points below, on ten seeds), and its log-loss stays below the unadapted model's
-    where the MLE of ``"cumulative"`` drives classes to ~0.
+    0.03-0.06 points below, on ten seeds), and its log-loss stays below the
+    unadapted model's where the MLE of ``"cumulative"`` drives classes to ~0.
     ``online="cumulative"`` follows Sulc and Matas (2019,
     Sec. 3.4), the estimate from every sample seen: for ``"mle"``/``"map"``
     the last ``online_budget`` posteriors and the summed responsibilities of
@@ -270,6 +277,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         "set_score": [StrOptions({"lac", "aps"})],
         "set_mode": SET_CONSTRAINTS["mode"],
         "set_delta": SET_CONSTRAINTS["delta"],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -292,6 +300,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         set_score="lac",
         set_mode="weighted",
         set_delta=DEFAULT_SET_DELTA,
+        verbose=0,
     ):
         self.estimator = estimator
         self.method = method
@@ -310,6 +319,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         self.set_score = set_score
         self.set_mode = set_mode
         self.set_delta = set_delta
+        self.verbose = verbose
 
     def _is_transductive(self):
         return self.method != "known"
@@ -423,6 +433,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
             dirichlet_alpha=self.dirichlet_alpha,
             max_iter=self.max_iter,
             tol=self.tol,
+            verbose=self.verbose,
         )
 
     def test_shift(self, X):

@@ -104,8 +104,10 @@ class PriorEstimate:
 
         The delta method from the observed information of the mixture
         likelihood at the estimate (one more pass over the batch, and one over
-        ``calibration`` when given: a single ``dask.compute``), or the
-        bootstrap; the derivation is in ``skprior/label_shift/_intervals.py``.
+        ``calibration`` when given: a single ``dask.compute``, and a second
+        only to fetch rows that the batch repeats; identical rows count as one
+        draw), or the bootstrap; the derivation is in
+        ``skprior/label_shift/_intervals.py``.
 
         ``target="batch"`` (the default) covers the batch's own proportions
         :math:`\hat y_k = \frac1n\sum_i [y_i = k]`, what a monitor asks. With
@@ -123,7 +125,9 @@ class PriorEstimate:
         A class the MLE puts at the boundary (below half a row, ``prior_k <
         1/(2n)``) gets a one-sided bound ``[0, high]``: the profile
         likelihood's bound at ``level`` (to second order; all of
-        ``1 - level`` above). The delta method's centre and width are first
+        ``1 - level`` above). With ``calibration``, the upper bound is the
+        larger of that and the moment equation's over the active classes and
+        that class. The delta method's centre and width are first
         order: for MAP, whose Dirichlet term pulls the estimate towards
         uniform, the centre is corrected for that pull, well while it is
         small against the interval (the default ``dirichlet_alpha=2``).
