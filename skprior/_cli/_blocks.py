@@ -22,7 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from skprior._cli._common import InputError
-from skprior._cli._io import numeric_matrix, read_labels, refuse_probabilities
+from skprior._cli._io import (
+    logits_dtype,
+    numeric_matrix,
+    read_labels,
+    refuse_probabilities,
+)
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
@@ -111,16 +116,17 @@ def open_outputs(args):
     return array
 
 
-def _log(block):
+def _log(block, dtype):
     with np.errstate(divide="ignore"):  # (log 0 = -inf, a valid logit)
-        return np.log(block.astype(np.float64))
+        return np.log(block.astype(dtype))
 
 
 def open_logits(args, path=None, option="OUTPUTS"):
-    """``path`` (OUTPUTS by default) as lazy float64 logits.
+    """``path`` (OUTPUTS by default) as lazy logits, float32 or float64.
 
     Files of --logits as they are; probabilities (checked block by block, as
-    they are computed) as their logarithm, as in memory.
+    they are computed) as their logarithm, as in memory; float32 for float16
+    and float32 files (:func:`logits_dtype`).
     """
     from skprior._utils._validation import check_proba
 
@@ -128,11 +134,12 @@ def open_logits(args, path=None, option="OUTPUTS"):
         _check_output(args)
     path = args.outputs if path is None else path
     array = _open(path, option)
+    dtype = logits_dtype(array)
     if args.logits:
         refuse_probabilities(_first_block(array), f"{option} {path}")
-        return array.astype(np.float64)
+        return array.astype(dtype)
     proba = check_proba(array, name=f"{option} {path}", lazy=True)
-    return proba.map_blocks(_log, dtype=np.float64)
+    return proba.map_blocks(_log, dtype, dtype=dtype)
 
 
 def _is_zarr_array(path):

@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from skprior._cli._io import (
 from skprior._cli._progress import passes
 from skprior._cli._report import check_diagram_path
 from skprior._cli._steps import (
+    BLOCK_ENTRIES,
     _check_method_options,
     _finish,
     _labels,
@@ -38,8 +40,11 @@ from skprior._cli._steps import (
     _note,
     _outputs,
     _say,
+    _scores,
+    by_blocks,
 )
 from skprior._utils._constraints import constraints
+from skprior._utils._kernels import row_blocks
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,
@@ -83,20 +88,30 @@ def _can(args):
     reference = None
     if args.reference is not None:
         reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
+    in_memory = isinstance(proba, np.ndarray)
+    # (in memory, the scores before are taken while the input is all there is)
+    old = (
+        _scores(args, proba, labels, "before")
+        if in_memory and labels is not None
+        else None
+    )
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
     with _library_errors():
         adjusted = alternating_normalization(
             proba, prior, reference=reference, **options
         )
-    if isinstance(adjusted, np.ndarray):  # (out of core: computed when written)
-        changed = int(np.any(adjusted != proba, axis=1).sum())
+    if in_memory:  # (out of core: computed when written)
+        blocks = row_blocks(*proba.shape, BLOCK_ENTRIES)
+        changed = sum(
+            int(np.any(adjusted[b] != proba[b], axis=1).sum()) for b in blocks
+        )
         _say(
             args,
             f"CAN changed {changed} of {proba.shape[0]} rows "
             f"({time.perf_counter() - start:.1f}s)",
         )
-    return _finish(args, proba, adjusted, labels)
+    return _finish(args, proba, adjusted, labels, old=old)
 
 
 # -- skprior adapt -------------------------------------------------------------------
@@ -250,8 +265,17 @@ def _adapt(args):
         )
     start = time.perf_counter()
     test_prior, how, adapted, interval = _test_prior(args, proba, train_prior)
+    adjust = partial(adjust_to_prior, train_prior=train_prior, test_prior=test_prior)
+    before, old = proba, None
+    if isinstance(proba, np.ndarray):
+        # In place, by row blocks, once the scores before are taken (the
+        # diagram keeps a copy): the command holds its input and no more.
+        if labels is not None:
+            old = _scores(args, proba, labels, "before")
+        before = proba.copy() if args.diagram is not None else None
+        adjust = partial(by_blocks, adjust, out=proba)
     with _library_errors():
-        adjusted = adjust_to_prior(proba, train_prior, test_prior)
+        adjusted = adjust(proba)
     # (the values printed are the prior the output is adapted to: without an
     # adaptation, the training prior, and the heading says so)
     what = "test prior" if adapted else "not adapted, training prior kept"
@@ -268,7 +292,7 @@ def _adapt(args):
         print(f"95% interval of the batch's class proportions ({basis}):")
         print("low:  " + ",".join(f"{value:.6f}" for value in low))
         print("high: " + ",".join(f"{value:.6f}" for value in high))
-    return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
+    return _finish(args, before, adjusted, labels, extra={"prior": test_prior}, old=old)
 
 
 COMMANDS = {"demo": demo, "can": _can, "adapt": _adapt, "calibrate": _calibrate}
@@ -292,8 +316,9 @@ def _run(args):
             with passes(args) if lazy else contextlib.nullcontext():
                 return COMMANDS[args.command](args)
         finally:  # (also when the command fails: a warning may explain why)
-            for warning in caught:
-                message = " ".join(str(warning.message).split())
+            # (once each: a step run by row blocks may warn once per block)
+            messages = (" ".join(str(w.message).split()) for w in caught)
+            for message in dict.fromkeys(messages):
                 print(f"skprior {args.command}: warning: {message}", file=sys.stderr)
 
 
