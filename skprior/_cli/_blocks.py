@@ -15,8 +15,10 @@ the ECE before and after (a pass each); ``--diagram`` needs the outputs in
 memory and is refused.
 """
 
+import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +116,44 @@ def open_outputs(args):
         refuse_probabilities(_first_block(array), f"OUTPUTS {args.outputs}")
         return softmax_temperature(array, 1.0)
     return array
+
+
+@contextlib.contextmanager
+def softmax_once(args, proba, say):
+    """The lazy ``proba``, a softmax of --logits, computed once for many passes.
+
+    Written block by block to a hidden temporary .npy file beside --output
+    (else OUTPUTS) and read from there: an estimate of the prior takes a
+    pass per step, and each would otherwise compute the softmax of every
+    block again (its exponentials cost more than reading the block). The
+    file, of the input's size, is removed when the block ends; where it
+    cannot be written (a read-only folder, a full disk), the softmax is
+    computed in every pass, as it is said on stderr.
+    """
+    import dask.array as da
+
+    from skprior._utils._npy_blocks import NpyRowWriter, open_lazy
+
+    target = Path(args.output if args.output is not None else args.outputs)
+    options = dict(prefix=f".{target.name}.softmax.", suffix=".partial.npy")
+    path, cached = None, None
+    try:
+        try:
+            handle, path = tempfile.mkstemp(dir=target.resolve().parent, **options)
+            os.close(handle)
+            da.store(proba, NpyRowWriter(path, proba.shape, proba.dtype), lock=False)
+            cached = open_lazy(path)
+        except OSError as exc:
+            say(
+                args,
+                f"the softmax of the logits cannot be kept on disk ({exc}): it is "
+                f"computed again in every pass",
+            )
+        yield proba if cached is None else cached
+    finally:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def _log(block, dtype):

@@ -19,6 +19,7 @@ from functools import partial
 
 import numpy as np
 
+from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._calibrate import _calibrate
 from skprior._cli._common import InputError
@@ -176,13 +177,8 @@ def _test_prior(args, proba, train_prior):
         )
         return prior, "given", True, None
     # Every input is checked before the first pass over a batch that may be
-    # larger than memory: the options (by the library's constraints) and the
-    # labelled validation outputs of BBSE and RLLS (in memory only).
-    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
-    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
-    with _library_errors():
-        options = {name: getattr(args, name) for name in names}
-        validate_parameter_constraints(constraints(**names), options, "adapt")
+    # larger than memory: the options (by _adapt) and the labelled validation
+    # outputs of BBSE and RLLS (in memory only).
     reference, against = train_prior, "the training prior"
     if args.val_outputs is not None:
         reference = _load(args, args.val_outputs, "--val-outputs", n_classes=n_classes)
@@ -251,18 +247,39 @@ def _test_prior(args, proba, train_prior):
     return prior, why, False, None
 
 
+def _check_estimate_options(args):
+    """The options of the estimate, by the library's constraints."""
+    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
+    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
+    with _library_errors():
+        options = {name: getattr(args, name) for name in names}
+        validate_parameter_constraints(constraints(**names), options, "adapt")
+
+
 def _adapt(args):
     """Estimate the test prior of stored outputs and adapt them to it."""
-    from skprior import adjust_to_prior
-
     _check_adapt_options(args)
+    if args.method != "known":
+        _check_estimate_options(args)
     proba, labels = _outputs(args)
     train_prior = _training_prior(args, proba.shape[1])
-    if args.method in ("bbse", "rlls") and not isinstance(proba, np.ndarray):
+    in_memory = isinstance(proba, np.ndarray)
+    if args.method in ("bbse", "rlls") and not in_memory:
         raise InputError(
             f"--method {args.method} is not available out of core; use mle, map "
             f"or known."
         )
+    if args.logits and args.method in ESTIMATE_METHODS and not in_memory:
+        # (out of core, the estimate's passes read the softmax from a file)
+        with _cli_blocks.softmax_once(args, proba, _say) as proba:
+            return _adapt_batch(args, proba, labels, train_prior)
+    return _adapt_batch(args, proba, labels, train_prior)
+
+
+def _adapt_batch(args, proba, labels, train_prior):
+    """Adapt ``proba`` (in memory or a Dask array) to its estimated prior."""
+    from skprior import adjust_to_prior
+
     start = time.perf_counter()
     test_prior, how, adapted, interval = _test_prior(args, proba, train_prior)
     adjust = partial(adjust_to_prior, train_prior=train_prior, test_prior=test_prior)
