@@ -3,9 +3,11 @@
 Each command runs in a fresh process (``python -m skprior ...``, the tree on
 ``PYTHONPATH``) on synthetic float32 outputs of ``--rows`` x ``--classes``
 (logits: standard normal times 3; probabilities: their softmax; labels: the
-argmax of noisy logits), with ``--labels`` (the report) and ``--output``
-(a .npy file), in memory and with ``--out-of-core``. Its peak resident memory
-(``ru_maxrss`` of the finished child, from ``os.wait4``) is compared with the
+argmax of noisy logits; written by a child process, so that this one stays
+small: a child starts as a copy of it, and the copy counts in its peak), with
+``--labels`` (the report) and ``--output`` (a .npy file), in memory and with
+``--out-of-core``. Its peak resident memory (``ru_maxrss`` of the finished
+child, from ``os.wait4``) is compared with the
 same command's on a small file of the same classes (2**20 entries, the least
 on which CAN runs its numba kernel where numba is installed), which holds the
 interpreter and the same imports (NumPy, SciPy, scikit-learn, Dask, numba):
@@ -48,12 +50,14 @@ CHILD = (
     "sys.exit(main(sys.argv[2:]))"
 )
 SMALL_ENTRIES = 2**20
+HERE = Path(__file__).resolve().parent
 
 
 def write_files(folder, n_rows, n_classes, seed=0):
     """z.npy (float32 logits), p.npy (their softmax), y.npy (labels), by blocks."""
     from numpy.lib.format import open_memmap
 
+    folder = Path(folder)
     rng = np.random.default_rng(seed)
     shape, step = (n_rows, n_classes), max(1, 2**22 // n_classes)
     z = open_memmap(folder / "z.npy", "w+", np.float32, shape)
@@ -120,8 +124,15 @@ def main():
     try:
         big, small = folder / "big", folder / "small"
         big.mkdir(), small.mkdir()
-        write_files(big, args.rows, args.classes)
-        write_files(small, -(-SMALL_ENTRIES // args.classes), args.classes)
+        # (in a child: a child starts as a copy of this process, whose peak
+        # would otherwise count in every command's)
+        for where, rows in [
+            (big, args.rows),
+            (small, -(-SMALL_ENTRIES // args.classes)),
+        ]:
+            write = f"import bench_cli_memory as b; b.write_files({str(where)!r}, "
+            write += f"{max(rows, 1)}, {args.classes})"
+            subprocess.run([sys.executable, "-c", write], check=True, cwd=HERE)
         size = (big / "p.npy").stat().st_size
         grown = size - (small / "p.npy").stat().st_size
         blocks = -(-size // chunk_bytes)
@@ -131,7 +142,7 @@ def main():
             f"peak RSS on a file of {SMALL_ENTRIES} entries) / (the difference of "
             f"their sizes)\n"
         )
-        print("| command | input | mode | input MB | peak - small's (MB) | ratio | s |")
+        print("| command | input | mode | peak (MB) | small's (MB) | ratio | s |")
         print("|---|---|---|---|---|---|---|")
         for command, what, rest, logits in cases(args.methods.split(","), args.classes):
             for mode in args.modes.split(","):
@@ -148,8 +159,8 @@ def main():
                     peaks.append(peak_rss(argv, chunk_bytes))
                 (_, _), (base, _), (peak, seconds) = peaks
                 print(
-                    f"| {command} | {what} | {mode} | {size / 2**20:.0f} | "
-                    f"{(peak - base) / 2**20:.0f} | {(peak - base) / grown:.2f}x | "
+                    f"| {command} | {what} | {mode} | {peak / 2**20:.0f} | "
+                    f"{base / 2**20:.0f} | {(peak - base) / grown:.2f}x | "
                     f"{seconds:.1f} |",
                     flush=True,
                 )
