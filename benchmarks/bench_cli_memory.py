@@ -28,8 +28,8 @@ that a small file makes several blocks). The class-wise fits (``vs``,
 Run (from the repository root; a few minutes at the default 100,000 rows):
 
     PYTHONPATH=$PWD python benchmarks/bench_cli_memory.py [--rows 750000]
-        [--classes 100] [--methods ec,nll,bcts,vs] [--modes memory,out-of-core]
-        [--chunk-mb 128] [--folder DIR]
+        [--classes 100] [--commands can,adapt,calibrate] [--methods ec,nll,bcts,vs]
+        [--modes memory,out-of-core] [--chunk-mb 128] [--folder DIR]
 """
 
 import argparse
@@ -93,13 +93,19 @@ def cases(methods, n_classes):
     yield "calibrate", "--method nll --logits", [*fit, "nll", "--logits"], True
 
 
-def peak_rss(argv, chunk_bytes):
-    """Peak resident bytes of a child running the command ``argv``, and its time."""
+def peak_rss(argv, chunk_bytes, cwd):
+    """Peak resident bytes of a child running the command ``argv``, and its time.
+
+    ``cwd`` is the child's folder: not the repository's, whose ``skprior``
+    would come before the tree on ``PYTHONPATH`` (``python -c`` puts the
+    current folder first on ``sys.path``).
+    """
     start = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(chunk_bytes), *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        cwd=cwd,
     )
     stderr = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
@@ -116,6 +122,7 @@ def main():
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--methods", default="ec,nll,bcts,vs")
     parser.add_argument("--modes", default="memory,out-of-core")
+    parser.add_argument("--commands", default="can,adapt,calibrate")
     parser.add_argument("--chunk-mb", type=float, default=128)
     parser.add_argument("--folder", default=None, help="where the files are written")
     args = parser.parse_args()
@@ -145,6 +152,8 @@ def main():
         print("| command | input | mode | peak (MB) | small's (MB) | ratio | s |")
         print("|---|---|---|---|---|---|---|")
         for command, what, rest, logits in cases(args.methods.split(","), args.classes):
+            if command not in args.commands.split(","):
+                continue
             for mode in args.modes.split(","):
                 flags = ["--out-of-core"] if mode == "out-of-core" else []
                 peaks = []
@@ -156,7 +165,7 @@ def main():
                     argv += [a.format(y=where / "y.npy") for a in rest]
                     argv += ["--labels", str(where / "y.npy")]
                     argv += ["-o", str(where / "out.npy")]
-                    peaks.append(peak_rss(argv, chunk_bytes))
+                    peaks.append(peak_rss(argv, chunk_bytes, folder))
                 (_, _), (base, _), (peak, seconds) = peaks
                 print(
                     f"| {command} | {what} | {mode} | {peak / 2**20:.0f} | "
