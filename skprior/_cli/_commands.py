@@ -112,6 +112,8 @@ def _can(args):
             f"CAN changed {changed} of {proba.shape[0]} rows "
             f"({time.perf_counter() - start:.1f}s)",
         )
+        if args.diagram is None:  # (the scores after without the input)
+            proba = None
     return _finish(args, proba, adjusted, labels, old=old)
 
 
