@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import InputError
+from skprior._cli._common import MEMORY_FACTOR, InputError
 from skprior._cli._io import (
     logits_dtype,
     numeric_matrix,
@@ -34,11 +34,6 @@ from skprior._cli._io import (
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
 
-# The peak memory of each command in memory, as a multiple of the size of its
-# OUTPUTS file (float32 outputs, measured with /usr/bin/time -v: the commands
-# work in float64 where the library's results are float64, and hold the
-# input, the result and a few temporaries).
-MEMORY_FACTOR = {"can": 3, "adapt": 3, "calibrate": 5}
 # The share of the available memory an in-memory run may take.
 COMFORTABLE = 0.5
 
