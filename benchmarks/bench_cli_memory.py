@@ -20,9 +20,9 @@ counted: 2% of 100 float32 classes).
 
 The issue's bound (29): every command <= 2x in memory, or out of core, and out
 of core within the few blocks ``docs/cli.rst`` states (blocks of 16 MB:
-``skprior._cli._blocks.BLOCK_BYTES``; ``--chunk-mb`` changes it here). The class-wise fits (``vs``,
-``dirichlet``) take one pass per L-BFGS step, minutes out of core on big files:
-``--methods`` picks the calibrations.
+``skprior._cli._blocks.BLOCK_BYTES``; ``--chunk-mb`` changes it here). The
+class-wise fits (``vs``, ``dirichlet``) take one pass per L-BFGS step, minutes
+out of core on big files: ``--methods`` picks the calibrations.
 
 Run (from the repository root; a few minutes at the default 100,000 rows):
 
