@@ -9,8 +9,9 @@ on any Dask array: the estimate of the prior is one pass per EM step, CAN
 column sums, a calibration a pass per step of its fit, and the result is
 computed and written to ``--output`` (.npy or .zarr) block by block, into a
 temporary renamed once complete. Memory holds a few blocks (of
-:data:`BLOCK_BYTES`) per Dask thread, whatever the file size. .npy and .zarr labels are read by blocks too, and checked in one
-pass before the passes over OUTPUTS. ``--labels`` prints the accuracy and
+:data:`BLOCK_BYTES`) per Dask thread, whatever the file size. .npy and
+.zarr labels are read by blocks too, and checked in one pass before the
+passes over OUTPUTS. ``--labels`` prints the accuracy and
 the ECE before and after (a pass each); ``--diagram`` needs the outputs in
 memory and is refused.
 """
