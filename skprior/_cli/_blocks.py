@@ -8,32 +8,40 @@ on any Dask array: the estimate of the prior is one pass per EM step, CAN
 (``--n-iter 1``, or a ``--reference`` held in memory) one pass for its
 column sums, a calibration a pass per step of its fit, and the result is
 computed and written to ``--output`` (.npy or .zarr) block by block, into a
-temporary renamed once complete. Memory holds a few blocks whatever the
-file size. .npy and .zarr labels are read by blocks too, and checked in one
-pass before the passes over OUTPUTS. ``--labels`` prints the accuracy and
+temporary renamed once complete. Memory holds a few blocks (of
+:data:`BLOCK_BYTES`) per Dask thread, whatever the file size. .npy and
+.zarr labels are read by blocks too, and checked in one pass before the
+passes over OUTPUTS. ``--labels`` prints the accuracy and
 the ECE before and after (a pass each); ``--diagram`` needs the outputs in
 memory and is refused.
 """
 
+import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import InputError
-from skprior._cli._io import numeric_matrix, read_labels, refuse_probabilities
+from skprior._cli._common import MEMORY_FACTOR, InputError
+from skprior._cli._io import (
+    logits_dtype,
+    numeric_matrix,
+    read_labels,
+    refuse_probabilities,
+)
 
 LAZY_SUFFIXES = (".zarr",)
 OUTPUT_SUFFIXES = (".npy", ".zarr")
 
-# The peak memory of each command in memory, as a multiple of the size of its
-# OUTPUTS file (float32 outputs, measured with /usr/bin/time -v: the commands
-# work in float64 where the library's results are float64, and hold the
-# input, the result and a few temporaries).
-MEMORY_FACTOR = {"can": 3, "adapt": 3, "calibrate": 5}
 # The share of the available memory an in-memory run may take.
 COMFORTABLE = 0.5
+# The size of the row blocks out of core. The work on a block holds several
+# times its bytes (the float64 temporaries of float32 outputs, the result),
+# and each Dask thread works on a block at a time: at 16 MB a thread holds
+# about 150 MB (at 128 MB, 1.2 GB), and the passes are no slower.
+BLOCK_BYTES = 16 * 2**20
 
 
 def _available_bytes():
@@ -83,11 +91,24 @@ def _open(path, option):
         raise InputError(f"{where}: no such file.")
     try:
         array = open_lazy(path)
+        if array.ndim == 2:  # (again, in the commands' blocks)
+            array = open_lazy(path, rows=block_rows(*array.shape[1:], array.dtype))
     except ImportError as exc:
         raise InputError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"{where} cannot be read ({exc}).") from exc
     return numeric_matrix(array, where)
+
+
+def block_rows(n_columns, dtype):
+    """Rows per block of a matrix read out of core: :data:`BLOCK_BYTES` at most.
+
+    Also at most the chunks of :mod:`skprior._utils._npy_blocks`.
+    """
+    from skprior._utils import _npy_blocks
+
+    size = min(BLOCK_BYTES, _npy_blocks.CHUNK_BYTES)
+    return max(1, size // max(1, n_columns * np.dtype(dtype).itemsize))
 
 
 def _first_block(array):
@@ -111,16 +132,55 @@ def open_outputs(args):
     return array
 
 
-def _log(block):
+@contextlib.contextmanager
+def softmax_once(args, proba, say):
+    """The lazy ``proba``, a softmax of --logits, computed once for many passes.
+
+    Written block by block to a hidden temporary .npy file beside --output
+    (else OUTPUTS) and read from there: an estimate of the prior takes a
+    pass per step, and each would otherwise compute the softmax of every
+    block again (its exponentials cost more than reading the block). The
+    file, of the input's size, is removed when the block ends; where it
+    cannot be written (a read-only folder, a full disk), the softmax is
+    computed in every pass, as it is said on stderr.
+    """
+    import dask.array as da
+
+    from skprior._utils._npy_blocks import NpyRowWriter, open_lazy
+
+    target = Path(args.output if args.output is not None else args.outputs)
+    options = dict(prefix=f".{target.name}.softmax.", suffix=".partial.npy")
+    path, cached = None, None
+    try:
+        try:
+            handle, path = tempfile.mkstemp(dir=target.resolve().parent, **options)
+            os.close(handle)
+            da.store(proba, NpyRowWriter(path, proba.shape, proba.dtype), lock=False)
+            cached = open_lazy(path, rows=proba.chunks[0][0])
+        except OSError as exc:
+            say(
+                args,
+                f"the softmax of the logits cannot be kept on disk ({exc}): it is "
+                f"computed again in every pass",
+            )
+        yield proba if cached is None else cached
+    finally:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+def _log(block, dtype):
     with np.errstate(divide="ignore"):  # (log 0 = -inf, a valid logit)
-        return np.log(block.astype(np.float64))
+        return np.log(block.astype(dtype))
 
 
 def open_logits(args, path=None, option="OUTPUTS"):
-    """``path`` (OUTPUTS by default) as lazy float64 logits.
+    """``path`` (OUTPUTS by default) as lazy logits, float32 or float64.
 
     Files of --logits as they are; probabilities (checked block by block, as
-    they are computed) as their logarithm, as in memory.
+    they are computed) as their logarithm, as in memory; float32 for float16
+    and float32 files (:func:`logits_dtype`).
     """
     from skprior._utils._validation import check_proba
 
@@ -128,11 +188,12 @@ def open_logits(args, path=None, option="OUTPUTS"):
         _check_output(args)
     path = args.outputs if path is None else path
     array = _open(path, option)
+    dtype = logits_dtype(array)
     if args.logits:
         refuse_probabilities(_first_block(array), f"{option} {path}")
-        return array.astype(np.float64)
+        return array.astype(dtype)
     proba = check_proba(array, name=f"{option} {path}", lazy=True)
-    return proba.map_blocks(_log, dtype=np.float64)
+    return proba.map_blocks(_log, dtype, dtype=dtype)
 
 
 def _is_zarr_array(path):

@@ -25,6 +25,7 @@ from skprior._cli._steps import (
     _report_labels,
     _say,
     _scores,
+    by_blocks,
 )
 from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 
@@ -114,10 +115,8 @@ def _fit_calibration(args, fit_logits, fit_labels):
 def _calibrate(args):
     """Fit a calibration on labelled outputs and apply it to OUTPUTS.
 
-    In memory, the uncalibrated probabilities exist only for the report (and
-    the diagram): their scores are taken before the calibrated ones are made,
-    so that the logits, one of the two and the fit's own temporaries are what
-    memory holds.
+    In memory, the logits keep the input's float32 (float16 is read as
+    float32) and the result is written in it.
     """
     from skprior import softmax_temperature
     from skprior.calibration._classifier import apply_calibration
@@ -141,16 +140,22 @@ def _calibrate(args):
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
     print(f"{what} ({args.method}, fitted on {fit_logits.shape[0]} rows of {source})")
     del fit_logits, fit_labels
-    # (in memory, the uncalibrated probabilities only for the report: the
-    # scores of --labels, or the diagram, which needs both arrays)
-    lazy, before, old = not isinstance(logits, np.ndarray), None, None
-    if lazy or args.diagram is not None:
+    if not isinstance(logits, np.ndarray):
         before = softmax_temperature(logits, 1.0)
-    elif labels is not None:
-        old = _scores(args, softmax_temperature(logits, 1.0), labels, "before")
-    with _library_errors():
-        after = apply_calibration(logits, fitted)
-    if lazy:
+        with _library_errors():
+            after = apply_calibration(logits, fitted)
         return _cli_blocks.finish(args, before, after, labels, _say)
-    del logits
+    # In memory: the uncalibrated probabilities only for the report (the
+    # scores of --labels, or the diagram, which needs both arrays), made by
+    # row blocks beside the logits; then the calibration by row blocks in
+    # place of the logits. The command holds the logits and at most one other
+    # array of their size and dtype, in which the result is written.
+    before, old = None, None
+    if labels is not None or args.diagram is not None:
+        softmax = partial(softmax_temperature, temperature=1.0)
+        before = by_blocks(softmax, logits, np.empty_like(logits))
+        if args.diagram is None:
+            old, before = _scores(args, before, labels, "before"), None
+    with _library_errors():
+        after = by_blocks(partial(apply_calibration, fitted=fitted), logits, logits)
     return _finish(args, before, after, labels, fitted, old=old)

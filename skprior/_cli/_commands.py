@@ -15,9 +15,11 @@ import sys
 import time
 import traceback
 import warnings
+from functools import partial
 
 import numpy as np
 
+from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._calibrate import _calibrate
 from skprior._cli._common import InputError
@@ -30,6 +32,7 @@ from skprior._cli._io import (
 from skprior._cli._progress import passes
 from skprior._cli._report import check_diagram_path
 from skprior._cli._steps import (
+    BLOCK_ENTRIES,
     _check_method_options,
     _finish,
     _labels,
@@ -38,8 +41,11 @@ from skprior._cli._steps import (
     _note,
     _outputs,
     _say,
+    _scores,
+    by_blocks,
 )
 from skprior._utils._constraints import constraints
+from skprior._utils._kernels import row_blocks
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,
@@ -83,20 +89,32 @@ def _can(args):
     reference = None
     if args.reference is not None:
         reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
+    in_memory = isinstance(proba, np.ndarray)
+    # (in memory, the scores before are taken while the input is all there is)
+    old = (
+        _scores(args, proba, labels, "before")
+        if in_memory and labels is not None
+        else None
+    )
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
     with _library_errors():
         adjusted = alternating_normalization(
             proba, prior, reference=reference, **options
         )
-    if isinstance(adjusted, np.ndarray):  # (out of core: computed when written)
-        changed = int(np.any(adjusted != proba, axis=1).sum())
+    if in_memory:  # (out of core: computed when written)
+        blocks = row_blocks(*proba.shape, BLOCK_ENTRIES)
+        changed = sum(
+            int(np.any(adjusted[b] != proba[b], axis=1).sum()) for b in blocks
+        )
         _say(
             args,
             f"CAN changed {changed} of {proba.shape[0]} rows "
             f"({time.perf_counter() - start:.1f}s)",
         )
-    return _finish(args, proba, adjusted, labels)
+        if args.diagram is None:  # (the scores after without the input)
+            proba = None
+    return _finish(args, proba, adjusted, labels, old=old)
 
 
 # -- skprior adapt -------------------------------------------------------------------
@@ -161,13 +179,8 @@ def _test_prior(args, proba, train_prior):
         )
         return prior, "given", True, None
     # Every input is checked before the first pass over a batch that may be
-    # larger than memory: the options (by the library's constraints) and the
-    # labelled validation outputs of BBSE and RLLS (in memory only).
-    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
-    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
-    with _library_errors():
-        options = {name: getattr(args, name) for name in names}
-        validate_parameter_constraints(constraints(**names), options, "adapt")
+    # larger than memory: the options (by _adapt) and the labelled validation
+    # outputs of BBSE and RLLS (in memory only).
     reference, against = train_prior, "the training prior"
     if args.val_outputs is not None:
         reference = _load(args, args.val_outputs, "--val-outputs", n_classes=n_classes)
@@ -236,22 +249,52 @@ def _test_prior(args, proba, train_prior):
     return prior, why, False, None
 
 
+def _check_estimate_options(args):
+    """The options of the estimate, by the library's constraints."""
+    names = dict(shift_level="shift_level", method="prior_method", solver="solver")
+    names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
+    with _library_errors():
+        options = {name: getattr(args, name) for name in names}
+        validate_parameter_constraints(constraints(**names), options, "adapt")
+
+
 def _adapt(args):
     """Estimate the test prior of stored outputs and adapt them to it."""
-    from skprior import adjust_to_prior
-
     _check_adapt_options(args)
+    if args.method != "known":
+        _check_estimate_options(args)
     proba, labels = _outputs(args)
     train_prior = _training_prior(args, proba.shape[1])
-    if args.method in ("bbse", "rlls") and not isinstance(proba, np.ndarray):
+    in_memory = isinstance(proba, np.ndarray)
+    if args.method in ("bbse", "rlls") and not in_memory:
         raise InputError(
             f"--method {args.method} is not available out of core; use mle, map "
             f"or known."
         )
+    if args.logits and args.method in ESTIMATE_METHODS and not in_memory:
+        # (out of core, the estimate's passes read the softmax from a file)
+        with _cli_blocks.softmax_once(args, proba, _say) as proba:
+            return _adapt_batch(args, proba, labels, train_prior)
+    return _adapt_batch(args, proba, labels, train_prior)
+
+
+def _adapt_batch(args, proba, labels, train_prior):
+    """Adapt ``proba`` (in memory or a Dask array) to its estimated prior."""
+    from skprior import adjust_to_prior
+
     start = time.perf_counter()
     test_prior, how, adapted, interval = _test_prior(args, proba, train_prior)
+    adjust = partial(adjust_to_prior, train_prior=train_prior, test_prior=test_prior)
+    before, old = proba, None
+    if isinstance(proba, np.ndarray):
+        # In place, by row blocks, once the scores before are taken (the
+        # diagram keeps a copy): the command holds its input and no more.
+        if labels is not None:
+            old = _scores(args, proba, labels, "before")
+        before = proba.copy() if args.diagram is not None else None
+        adjust = partial(by_blocks, adjust, out=proba)
     with _library_errors():
-        adjusted = adjust_to_prior(proba, train_prior, test_prior)
+        adjusted = adjust(proba)
     # (the values printed are the prior the output is adapted to: without an
     # adaptation, the training prior, and the heading says so)
     what = "test prior" if adapted else "not adapted, training prior kept"
@@ -268,7 +311,7 @@ def _adapt(args):
         print(f"95% interval of the batch's class proportions ({basis}):")
         print("low:  " + ",".join(f"{value:.6f}" for value in low))
         print("high: " + ",".join(f"{value:.6f}" for value in high))
-    return _finish(args, proba, adjusted, labels, extra={"prior": test_prior})
+    return _finish(args, before, adjusted, labels, extra={"prior": test_prior}, old=old)
 
 
 COMMANDS = {"demo": demo, "can": _can, "adapt": _adapt, "calibrate": _calibrate}
@@ -292,8 +335,9 @@ def _run(args):
             with passes(args) if lazy else contextlib.nullcontext():
                 return COMMANDS[args.command](args)
         finally:  # (also when the command fails: a warning may explain why)
-            for warning in caught:
-                message = " ".join(str(warning.message).split())
+            # (once each: a step run by row blocks may warn once per block)
+            messages = (" ".join(str(w.message).split()) for w in caught)
+            for message in dict.fromkeys(messages):
                 print(f"skprior {args.command}: warning: {message}", file=sys.stderr)
 
 

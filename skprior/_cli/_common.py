@@ -1,4 +1,4 @@
-"""What the command's modules share: the input error.
+"""What the command's modules share: the input error, the memory factors.
 
 A leaf module (it imports nothing of skprior), so that the parser and the
 commands import it without importing each other.
@@ -7,3 +7,12 @@ commands import it without importing each other.
 
 class InputError(Exception):
     """A problem with the user's input: reported in one line, exit code 2."""
+
+
+# The peak memory of each command in memory, as a multiple of the size of its
+# OUTPUTS file: the input, at most one other array of its size and dtype,
+# vectors of one entry per row and a row block's temporaries (peak resident
+# memory above the imports' on 750,000 x 100 float32 with --labels, rounded
+# up: benchmarks/bench_cli_memory.py). adapt's is the library's interval of
+# the batch's class proportions (6.4; the command itself 1.1).
+MEMORY_FACTOR = {"can": 2.25, "adapt": 6.5, "calibrate": 2.25}

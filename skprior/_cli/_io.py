@@ -109,9 +109,7 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     if logits:
         refuse_probabilities(array, where)
-        single = array.dtype in (np.float16, np.float32)
-        dtype = np.float32 if single else np.float64
-        array = _softmax_in_place(_finite_logits(array, where, dtype))
+        array = _softmax_in_place(_finite_logits(array, where, logits_dtype(array)))
     try:
         proba = check_proba(array, name=where, logits_fix="pass --logits")
     except ValueError as exc:
@@ -124,7 +122,7 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
 
 
 def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
-    """Model outputs as float64 logits (n_samples, n_classes).
+    """Model outputs as logits (n_samples, n_classes), float32 or float64.
 
     Logits are returned as they are (finite values only); probabilities are
     validated and their logarithm returned (``-inf`` for exact zeros), whose
@@ -133,13 +131,24 @@ def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note)
     """
     if not logits:
         proba = read_outputs(path, option=option, key=key, note=note)
-        logits = np.asarray(proba, dtype=np.float64)  # (proba is this reader's own)
+        # (proba is this reader's own: converted in place)
+        logits = np.asarray(proba, dtype=logits_dtype(proba))
         with np.errstate(divide="ignore"):
             return np.log(logits, out=logits)
     where = describe(option, path)
     array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
     refuse_probabilities(array, where)
-    return _finite_logits(array, where)
+    return _finite_logits(array, where, logits_dtype(array))
+
+
+def logits_dtype(array):
+    """float32 for float16 and float32 outputs, else float64.
+
+    The library fits and applies a calibration in float32 passes on float32
+    logits and returns float32 probabilities: a float64 copy would double
+    the command's memory for digits that float32 outputs never had.
+    """
+    return np.float32 if array.dtype in (np.float16, np.float32) else np.float64
 
 
 def _first_line(path):

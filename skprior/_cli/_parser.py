@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 from skprior import __version__
+from skprior._cli._common import MEMORY_FACTOR
 from skprior._utils._options import (
     DEFAULT_ALPHA,
     DEFAULT_DIRICHLET_ALPHA,
@@ -132,7 +133,9 @@ HELP = {
     "--quiet": "no progress messages on stderr",
     "--out-of-core": "process a .npy OUTPUTS block by block with Dask (automatic for "
     ".zarr, and for a .npy file whose in-memory run would take over half the "
-    "available memory)",
+    "available memory: its size times "
+    + ", ".join(f"{factor:g} for {name}" for name, factor in MEMORY_FACTOR.items())
+    + ")",
     "--prior": "training prior: a comma list (0.2,0.3,0.5, or counts; one entry per "
     "class) or a file holding one vector",
     "--prior-from-labels": "count the training prior from this file of training labels",

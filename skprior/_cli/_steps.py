@@ -20,6 +20,14 @@ from skprior._cli._common import InputError
 from skprior._cli._io import read_labels, read_outputs, write_array
 from skprior._cli._progress import bar
 from skprior._cli._report import diagram, print_change, scores
+from skprior._utils._kernels import row_blocks
+
+# Entries per row block of the in-memory steps that write a row-wise result
+# into an array that exists already (:func:`by_blocks`): 2**18 (1 MB of
+# float32), so that the library's temporaries for one block weigh nothing
+# against the input, and the command holds its input and at most one other
+# array of its size.
+BLOCK_ENTRIES = 2**18
 
 
 def _say(args, message):
@@ -125,6 +133,18 @@ def _finish(args, before, after, labels, extra=None, old=None):
         diagram(args.diagram, before, after, labels, f"skprior {args.command}")
         _say(args, f"wrote {args.diagram}")
     return 0
+
+
+def by_blocks(function, source, out):
+    """``out[rows] = function(source[rows])`` over row blocks; returns ``out``.
+
+    ``function(source)`` for a row-wise ``function`` without its whole-array
+    temporaries or result: ``out`` may be ``source`` itself (in place) or an
+    array the caller no longer needs, of ``source``'s shape.
+    """
+    for rows in row_blocks(*source.shape, BLOCK_ENTRIES):
+        out[rows] = function(source[rows])
+    return out
 
 
 def _scores(args, proba, labels, which):

@@ -489,13 +489,13 @@ def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, caps
         "--labels", paths["test_labels"], "--diagram", diagram,
     )  # fmt: skip
     assert code == 0, stderr
-    logits_val = np.log(arrays["val"].astype(np.float64))
+    # (float32 outputs: fitted and applied in float32, the result float32)
+    logits_val = np.log(arrays["val"])
     temperature = fit_temperature(logits_val, arrays["val_labels"], method="ec")
     assert stdout.startswith(f"temperature {temperature:.6g} (ec, fitted on {N_HALF}")
-    expected = softmax_temperature(
-        np.log(arrays["test"].astype(np.float64)), temperature
-    )
-    np.testing.assert_allclose(np.load(out), expected, rtol=1e-10)
+    expected = softmax_temperature(np.log(arrays["test"]), temperature)
+    assert arrays["test"].dtype == np.load(out).dtype == np.float32
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-6)
     assert diagram.read_bytes()[:4] == b"\x89PNG"
     ece = next(line for line in stdout.splitlines() if line.startswith("ECE"))
     assert float(ece.split()[3]) < 0  # the calibration lowers the ECE
@@ -524,8 +524,9 @@ def test_calibrate_classwise_methods_equal_the_library(
         "--fit-labels", paths["val_labels"], "--method", method, "-o", out, *extra,
     )  # fmt: skip
     assert code == 0, stderr
-    fit = np.log(arrays["val"].astype(np.float64))
-    test = np.log(arrays["test"].astype(np.float64))
+    # (float32 outputs: fitted and applied in float32, the result float32)
+    fit, test = np.log(arrays["val"]), np.log(arrays["test"])
+    assert fit.dtype == np.float32
     labels = arrays["val_labels"]
     stored = np.load(out)
     if method == "dirichlet":
@@ -546,7 +547,8 @@ def test_calibrate_classwise_methods_equal_the_library(
         np.testing.assert_allclose(stored["weights"], weights, rtol=1e-12)
         assert f"class factors from {weights.min():.6g}" in stdout
     assert f"({method}, fitted on {N_HALF} rows" in stdout
-    np.testing.assert_allclose(stored["proba"], expected, rtol=1e-10)
+    assert stored["proba"].dtype == np.float32
+    np.testing.assert_allclose(stored["proba"], expected, rtol=1e-6)
 
 
 def test_calibrate_warns_on_a_tiny_fit_set(files, tmp_path, capsys):
