@@ -13,6 +13,6 @@ class InputError(Exception):
 # OUTPUTS file: the input, at most one other array of its size and dtype,
 # vectors of one entry per row and a row block's temporaries (peak resident
 # memory above the imports' on 750,000 x 100 float32 with --labels, rounded
-# up: benchmarks/bench_cli_memory.py). adapt's is the library's interval of
-# the batch's class proportions (6.4; the command itself 1.1).
-MEMORY_FACTOR = {"can": 2.25, "adapt": 6.5, "calibrate": 2.25}
+# up: benchmarks/bench_cli_memory.py; adapt 1.31 with the interval's pass in
+# the kernels' row blocks).
+MEMORY_FACTOR = {"can": 2.25, "adapt": 1.5, "calibrate": 2.25}
