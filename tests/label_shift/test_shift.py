@@ -52,17 +52,46 @@ def naive_shift_test(batch, reference_mean, rows, n_reference, pool_batch=True):
 
 
 def test_statistic_against_the_formula_with_fit_posteriors(cifar10):
-    """Two-dimensional reference: its mean and variances pooled with the
-    batch's, both means' noise."""
+    """Two-dimensional reference of fewer than 50 rows per class: its mean and
+    variances pooled with the batch's, both means' noise."""
     proba, _ = cifar10
-    reference, batch = proba[:1500], proba[3000:4000]
+    reference, batch = proba[:450], proba[3000:4000]
     statistic, pvalue, dof = naive_shift_test(
-        batch, reference.astype(np.float64).mean(axis=0), reference, 1500
+        batch, reference.astype(np.float64).mean(axis=0), reference, 450
     )
     result = label_shift_test(batch, reference)
     assert result.statistic == pytest.approx(statistic, rel=1e-6)
     assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
     assert result.dof == dof == 10
+
+
+def naive_hotelling(batch, reference):
+    """Hotelling's two-sample T^2 with the reference's covariance: the
+    pseudo-inverse of its unbiased covariance, the F tail of its rank."""
+    batch, reference = batch.astype(np.float64), reference.astype(np.float64)
+    n, m = len(batch), len(reference)
+    covariance = np.cov(reference.T)  # (divides by m - 1)
+    gap = batch.mean(axis=0) - reference.mean(axis=0)
+    statistic = gap @ np.linalg.pinv(covariance, rcond=1e-9, hermitian=True) @ gap
+    statistic /= 1 / n + 1 / m
+    dof = np.linalg.matrix_rank(
+        covariance, tol=1e-9 * np.linalg.eigvalsh(covariance).max()
+    )
+    f = statistic * (m - dof) / (dof * (m - 1))
+    return statistic, stats.f.sf(f, dof, m - dof), dof
+
+
+@pytest.mark.parametrize(("n_reference", "n_batch"), [(500, 40), (5000, 1000)])
+def test_hotelling_with_50_reference_rows_per_class(cifar10, n_reference, n_batch):
+    """From 50 reference rows per class the test is Hotelling's T^2 with the
+    reference's covariance (the sum-to-one direction left out: 9 dof)."""
+    proba, _ = cifar10
+    reference, batch = proba[:n_reference], proba[5000 : 5000 + n_batch]
+    statistic, pvalue, dof = naive_hotelling(batch, reference)
+    result = label_shift_test(batch, reference)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+    assert result.dof == dof == 9
 
 
 def test_statistic_against_the_formula_with_a_prior(cifar10):
@@ -82,13 +111,16 @@ def test_statistic_against_the_formula_with_a_prior(cifar10):
         ("densenet-bc-100-cifar-100", 300, 300),
         ("lenet-5-cifar-100", 1000, 500),
         ("wideresnet-16-4-cifar-10", 300, 300),
+        ("lenet-5-cifar-100", 5000, 1000),  # (Hotelling's T^2 from here)
+        ("wideresnet-16-4-cifar-10", 500, 50),
     ],
 )
 def test_level_holds_with_many_classes_against_the_rows(name, n_reference, n_batch):
     """Random halves of real outputs, nothing shifted: at level 0.05, 40 draws
     are declared shifted at most 7 times (P(Binomial(40, 0.05) > 7) < 0.002).
     Hotelling's T^2 declared 57 of 60 DenseNet draws shifted at 300 / 300 at
-    level 0.01, and 18 of 60 LeNet-5 draws (benchmarks/bench_label_shift.py)."""
+    level 0.01, and 18 of 60 LeNet-5 draws (benchmarks/bench_label_shift.py):
+    it is used from 50 reference rows per class only."""
     proba = load_model_outputs(name)[0]
     rng = np.random.default_rng(3)
     rejected = 0
