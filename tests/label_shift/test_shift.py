@@ -219,6 +219,30 @@ def test_no_shift_split_is_left_alone_by_default(name):
         assert nll(wrecked, y[5000:]) > nll(before, y[5000:]) + 1
 
 
+@pytest.mark.parametrize("n_fit", [1000, 5000])
+def test_unshifted_batches_are_adapted_at_most_at_the_level(n_fit):
+    """LeNet-5 / CIFAR-100 (100 classes, a weak model), 20 batches of 500 rows
+    drawn without shift: the default gate (level 0.01) lets at most 2 of them
+    be adapted (P(Binomial(20, 0.01) > 2) = 0.001). Hotelling's T^2 against
+    1,000 fit rows adapted 5 of 20; 5,000 fit rows take Hotelling's test."""
+    proba, y = load_model_outputs("lenet-5-cifar-100")
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    model = StoredOutputs(proba).fit(rows[:n_fit], y[:n_fit])
+    adapted = PriorAdaptedClassifier(model).fit(rows[:n_fit], y[:n_fit])
+    rng = np.random.default_rng(5)
+    batches = [
+        rng.choice(np.arange(n_fit, 10_000), 500, replace=False) for _ in range(20)
+    ]
+    changed = sum(
+        not np.allclose(adapted.predict_proba(rows[batch]), proba[batch], 1e-9, 0)
+        for batch in batches
+    )
+    assert changed <= 2
+    assert stats.binom.sf(2, 20, 0.01) < 0.002
+
+
 def test_shifted_batch_is_adapted(cifar100):
     """A shifted batch gets the MLE prior, as with shift_level=None."""
     proba, labels = cifar100
