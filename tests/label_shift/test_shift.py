@@ -105,6 +105,25 @@ def test_statistic_against_the_formula_with_a_prior(cifar10):
     assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
 
 
+def test_hotelling_with_weighted_reference_rows(cifar10):
+    """Weighted reference rows: their weighted mean and covariance (unbiased
+    with Kish's effective size m, which also sets n_eff and the F tail)."""
+    proba, _ = cifar10
+    reference, batch = proba[:2000].astype(np.float64), proba[5000:5300]
+    w = np.random.default_rng(0).random(2000)
+    m = w.sum() ** 2 / (w @ w)
+    mean = w @ reference / w.sum()
+    centred = reference - mean
+    covariance = centred.T @ (centred * w[:, None]) / w.sum() * m / (m - 1)
+    gap = batch.astype(np.float64).mean(axis=0) - mean
+    inverse = np.linalg.pinv(covariance, rcond=1e-9, hermitian=True)
+    statistic = gap @ inverse @ gap / (1 / 300 + 1 / m)
+    pvalue = stats.f.sf(statistic * (m - 9) / (9 * (m - 1)), 9, m - 9)
+    result = label_shift_test(batch, reference, sample_weight=w)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("name", "n_reference", "n_batch"),
     [
