@@ -41,11 +41,12 @@ from skprior.label_shift._solvers import mean_posterior
 
 # Hotelling's T^2 replaces the standardised sum of squares where the reference
 # holds at least this many (effective) rows per class: there its covariance is
-# estimated well enough for the F tail (at most 2 of 100 batches without shift
-# declared shifted at level 0.01 on every CIFAR output, 10 to 100 classes;
-# 10 per class gave 6 to 10), and it weighs the classes' correlations, which
-# the class-by-class statistic ignores (a weak CIFAR-100 model, 5,000 / 1,000
-# rows: found 28 of 100 mild shifts against 10).
+# estimated well enough for the F tail (at most 4 of 100 batches without shift
+# declared shifted at level 0.01 on the CIFAR outputs, 10 and 100 classes,
+# batches of 20 to 1,000 rows; 10 and 17 rows per class gave 6 to 18), and it
+# weighs the classes' correlations, which the class-by-class statistic ignores
+# (a weak CIFAR-100 model, 5,000 / 1,000 rows: 22 of 100 mild shifts found
+# against 9). benchmarks/bench_shift_test_level.py has the tables.
 _HOTELLING_ROWS_PER_CLASS = 50
 # ... and at most this many classes: a K x K covariance and its eigenvectors.
 _HOTELLING_CLASSES = 1000
