@@ -280,7 +280,7 @@ class ShiftGate:
                 return ShiftTest(float("nan"), float("nan"), 0, False)
             null = NoShiftReference.from_proba(proba, expected=self.expected)
             statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
-        elif self.whitening is not None:
+        elif getattr(self, "whitening", None) is not None:  # (pickles before it)
             statistic, pvalue, dof = hotelling(
                 mean_posterior(proba), n_rows, self.reference, self.whitening
             )
