@@ -5,24 +5,51 @@ carries the sampling noise of the batch, and with a weak or class-wise
 miscalibrated model the maximum-likelihood estimate can drive most classes to
 ~0 on data with no shift at all. :func:`label_shift_test` asks first whether
 the batch's mean posterior differs from the one seen without shift by more
-than its sampling noise; :func:`shift_gated_prior`, the one place where that
-decision is made, estimates the prior only when it does, for both
-:class:`~skprior.PriorAdaptedClassifier` and ``skprior adapt``. The numerics
-are in ``_shift_solvers.py``.
+than its sampling noise (class by class, or by Hotelling's T^2 where the
+reference's rows are many against the classes); :func:`shift_gated_prior`,
+the one place where that decision is made, estimates the prior only when it
+does, for both :class:`~skprior.PriorAdaptedClassifier` and ``skprior adapt``.
+The class-by-class numerics are in ``_shift_solvers.py``, Hotelling's here.
 """
 
 import dataclasses
 
 import numpy as np
 
+from skprior._utils import _kernels
+from skprior._utils._array_api import (
+    blocks,
+    device_of,
+    from_host,
+    get_namespace,
+    per_row,
+    to_host,
+    work_dtype,
+)
 from skprior._utils._constraints import check_level, constraints
 from skprior._utils._options import DEFAULT_SHIFT_LEVEL
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_prior, check_proba, warn_user
 from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
-from skprior.label_shift._shift_solvers import NoShiftReference, weighted_moments
+from skprior.label_shift._shift_solvers import (
+    _RANK_RTOL,
+    NoShiftReference,
+    weighted_moments,
+)
 from skprior.label_shift._solvers import mean_posterior
+
+# Hotelling's T^2 replaces the standardised sum of squares where the reference
+# holds at least this many (effective) rows per class: there its covariance is
+# estimated well enough for the F tail (at most 4 of 100 batches without shift
+# declared shifted at level 0.01 on the CIFAR outputs, 10 and 100 classes,
+# batches of 20 to 1,000 rows; 10 and 17 rows per class gave 6 to 18), and it
+# weighs the classes' correlations, which the class-by-class statistic ignores
+# (a weak CIFAR-100 model, 5,000 / 1,000 rows: 22 of 100 mild shifts found
+# against 9). benchmarks/bench_shift_test_level.py has the tables.
+_HOTELLING_ROWS_PER_CLASS = 50
+# ... and at most this many classes: a K x K covariance and its eigenvectors.
+_HOTELLING_CLASSES = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,13 +59,17 @@ class ShiftTest:
     Attributes
     ----------
     statistic : float
-        The standardised sum of squares :math:`T` of the batch's mean
-        posterior against the reference.
+        The gap of the batch's mean posterior from the reference's: the
+        standardised sum of squares :math:`T`, or Hotelling's :math:`T^2`
+        where the reference holds 50 rows per class (see
+        :func:`label_shift_test`).
     pvalue : float
         Its upper-tail probability under "no shift"; ``nan`` when the test
         cannot be run (too few rows behind the variances).
     dof : int
-        Classes tested: those whose posteriors vary in the reference.
+        Classes tested (those whose posteriors vary in the reference), or for
+        Hotelling's :math:`T^2` the directions of the reference's covariance
+        that vary (``n_classes - 1`` as a rule).
     shifted : bool
         Whether ``pvalue <= level``: the batch's prior differs from the
         reference's. ``False`` when the test cannot be run.
@@ -78,9 +109,12 @@ def label_shift_test(
     class prior, :math:`E[p_k] = \sum_j \pi_j E[p_k \mid y = j]` (the soft
     confusion matrix of black-box shift detection, Lipton et al., 2018;
     Rabanser et al., 2019), so "no shift" means the batch's mean posterior
-    :math:`\bar p` equals the reference's :math:`\mu`. The statistic is the
-    standardised sum of squares of high-dimensional mean tests (Srivastava
-    and Du, 2008; Chen and Qin, 2010)
+    :math:`\bar p` equals the reference's :math:`\mu`. Which statistic
+    measures the gap depends on how many reference rows there are per class.
+
+    With fewer than 50 (effective) reference rows per class, or more than
+    1,000 classes, it is the standardised sum of squares of
+    high-dimensional mean tests (Srivastava and Du, 2008; Chen and Qin, 2010)
 
     .. math:: T = n_{\mathrm{eff}} \sum_k (\bar p_k - \mu_k)^2 / v_k,
 
@@ -90,11 +124,26 @@ def label_shift_test(
     its variance :math:`2\,\mathrm{tr}(R^2)`, :math:`R` the posteriors'
     correlation matrix, estimated from the reference; the p-value is the tail
     of the scaled :math:`\chi^2` with those two moments (Satterthwaite, 1946).
-    The null distribution rests on the central limit theorem for the mean of
-    the rows, not on calibration: a miscalibrated model's posteriors are
-    compared with that same model's posteriors on data without shift. Unlike
-    Hotelling's :math:`T^2`, it holds its level when the classes are many
-    against the rows (CIFAR-100 with 300 reference and 300 batch rows).
+    No :math:`K \times K` matrix is formed (10,000 classes in about a second).
+
+    From 50 reference rows per class (and up to 1,000 classes) it is
+    Hotelling's (1931) :math:`T^2 = n_{\mathrm{eff}} (\bar p - \mu)^\top
+    S^{+} (\bar p - \mu)`, :math:`S` the reference's covariance (its
+    directions of ~0 variance, the sum-to-one one at least, left out: ``dof``
+    of them remain), whose :math:`T^2 (m - d) / (d (m - 1))` is
+    :math:`F(d, m - d)`. It weighs the classes' correlations, which the
+    class-by-class statistic ignores: against a weak model's correlated
+    posteriors it finds more shifts (LeNet-5 on CIFAR-100, 5,000 reference
+    and 1,000 batch rows: 28 of 100 mild shifts found, against 10). With
+    fewer rows per class its inverse covariance divides by directions of
+    near-zero *estimated* variance, and it declares batches without shift
+    shifted far beyond the level (CIFAR-100, 300 / 300 rows: 30 to 98 in
+    100 at level 0.01), where the class-by-class statistic holds it (at most
+    2 in 100 on every shipped CIFAR output: ``benchmarks/bench_shift_test_level.py``).
+
+    Both null distributions rest on the central limit theorem for the mean
+    of the rows, not on calibration: a miscalibrated model's posteriors are
+    compared with that same model's posteriors on data without shift.
 
     Parameters
     ----------
@@ -104,13 +153,15 @@ def label_shift_test(
         What the batch is compared with. Two-dimensional (recommended): the
         same model's posteriors on data without shift, such as the
         validation data whose labels give the training prior; :math:`\mu`,
-        the variances and :math:`R` are theirs, and :math:`n_{\mathrm{eff}} = 1 / (1/n +
-        1/n_{\mathrm{ref}})` counts the noise of both means. One-dimensional:
-        a prior :math:`q` that the batch's mean posterior equals without shift
-        -- true of a calibrated model only, since a miscalibrated model's mean
-        posterior differs from its training prior with no shift at all; then
-        the variances and :math:`R` are the batch's own and :math:`n > K`
-        rows are needed.
+        the variances, :math:`R` and :math:`S` are theirs, and
+        :math:`n_{\mathrm{eff}} = 1 / (1/n + 1/m)` counts the noise of both
+        means (:math:`m` reference rows, Kish's effective size with weights).
+        One-dimensional: a prior :math:`q` that the batch's mean posterior
+        equals without shift -- true of a calibrated model only, since a
+        miscalibrated model's mean posterior differs from its training prior
+        with no shift at all; then the class-by-class statistic is used, the
+        variances and :math:`R` are the batch's own and :math:`n > K` rows
+        are needed.
     sample_weight : array-like of shape (n_reference,), default=None
         Weights of the reference rows (two-dimensional ``reference`` only).
     level : float in (0, 1], default=0.01
@@ -153,6 +204,8 @@ def label_shift_test(
        applications to gene-set testing", Annals of Statistics 38(2), 2010.
     .. [5] Satterthwaite, "An approximate distribution of estimates of
        variance components", Biometrics Bulletin 2(6), 1946.
+    .. [6] Hotelling, "The generalization of Student's ratio", Annals of
+       Mathematical Statistics 2(3), 1931.
 
     Examples
     --------
@@ -191,17 +244,24 @@ class ShiftGate:
     """What a batch is tested against before it is adapted.
 
     ``reference``: the model's checked posteriors on data without shift (any
-    namespace; their weighted mean and covariance are kept), or a checked
-    prior, when the batch's own covariance is used and a rejection cannot
-    tell a shift from a miscalibrated model (``conclusive`` is False).
+    namespace; their weighted mean, variances and, where the rows are many
+    against the classes, the whitening map of their covariance are kept), or
+    a checked prior, when the batch's own covariance is used and a rejection
+    cannot tell a shift from a miscalibrated model (``conclusive`` is False).
     """
 
     def __init__(self, reference, weights=None):
         self.conclusive = reference.ndim == 2
         self.expected = reference
-        self.reference = None
+        self.reference = self.whitening = None
         if self.conclusive:
             self.reference = NoShiftReference.from_proba(reference, weights)
+            n_classes = reference.shape[1]
+            if (
+                n_classes <= _HOTELLING_CLASSES
+                and self.reference.n_reference >= _HOTELLING_ROWS_PER_CLASS * n_classes
+            ):
+                self.whitening = whitening(reference, weights, self.reference)
 
     def test(self, proba, level):
         """The :class:`ShiftTest` of the checked batch ``proba`` at ``level``."""
@@ -220,10 +280,64 @@ class ShiftGate:
                 return ShiftTest(float("nan"), float("nan"), 0, False)
             null = NoShiftReference.from_proba(proba, expected=self.expected)
             statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
+        elif getattr(self, "whitening", None) is not None:  # (pickles before it)
+            statistic, pvalue, dof = hotelling(
+                mean_posterior(proba), n_rows, self.reference, self.whitening
+            )
         else:
             mean, variance, _ = weighted_moments(proba)
             statistic, pvalue, dof = self.reference.test(mean, n_rows, variance)
         return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
+
+
+def whitening(proba, weights, reference):
+    """``W`` (``K x dof``, host) with ``W' S W = I``, ``S`` the rows' covariance.
+
+    ``S`` is the weighted covariance of the checked posteriors ``proba`` about
+    ``reference.expected`` (their mean), with the unbiased factor
+    ``m / (m - 1)`` of Kish's effective size ``m``; it is accumulated in
+    float64 over row blocks on the device, and only ``K x K`` crosses to the
+    host. Directions of ~0 variance (the posteriors sum to one: one at least)
+    are left out, as in :func:`~skprior.label_shift._shift_solvers.correlation_moments`.
+    """
+    xp, is_numpy = get_namespace(proba)
+    n_rows, n_classes = proba.shape
+    weights = np.ones(n_rows) if weights is None else weights
+    on = device_of(proba)
+    dtype = work_dtype(xp, on)
+    w = (weights if is_numpy else per_row(xp, weights, proba, dtype))[:, None]
+    centre = from_host(xp, reference.expected, on, dtype)
+    pieces = []
+    for part in (
+        _kernels.row_blocks(n_rows, n_classes, elements=2**17)
+        if is_numpy
+        else blocks(xp, n_rows, n_classes)
+    ):
+        rows = xp.astype(proba[part, :], dtype) - centre
+        pieces.append(xp.matmul((w[part, :] * rows).T, rows))
+    covariance = np.asarray(to_host(xp, sum(pieces[1:], pieces[0]))[0], np.float64)
+    m = reference.n_reference
+    values, vectors = np.linalg.eigh(covariance / float(weights.sum()) * m / (m - 1))
+    keep = values > _RANK_RTOL * max(values.max(), 0.0)
+    return vectors[:, keep] / np.sqrt(values[keep])
+
+
+def hotelling(batch_mean, n_rows, reference, whitening):
+    """``(T^2, pvalue, dof)`` of Hotelling's two-sample test, reference covariance.
+
+    ``T^2 = n_eff |W' (m_batch - mu)|^2`` with ``n_eff = 1 / (1/n + 1/m)``;
+    without shift, and with Gaussian rows, ``T^2 (m - d) / (d (m - 1))`` is
+    ``F(d, m - d)``, ``d`` the directions tested (Hotelling, 1931).
+    """
+    from scipy.stats import f
+
+    m, dof = reference.n_reference, whitening.shape[1]
+    z = (batch_mean - reference.expected) @ whitening
+    statistic = float(z @ z / (1.0 / n_rows + 1.0 / m))
+    if dof == 0:  # (no class varies: nothing to test)
+        return statistic, float("nan"), dof
+    tail = f.sf(statistic * (m - dof) / (dof * (m - 1)), dof, m - dof)
+    return statistic, float(tail), dof
 
 
 def shift_gated_prior(proba, train_prior, estimate, gate, shift_level):

@@ -52,17 +52,46 @@ def naive_shift_test(batch, reference_mean, rows, n_reference, pool_batch=True):
 
 
 def test_statistic_against_the_formula_with_fit_posteriors(cifar10):
-    """Two-dimensional reference: its mean and variances pooled with the
-    batch's, both means' noise."""
+    """Two-dimensional reference of fewer than 50 rows per class: its mean and
+    variances pooled with the batch's, both means' noise."""
     proba, _ = cifar10
-    reference, batch = proba[:1500], proba[3000:4000]
+    reference, batch = proba[:450], proba[3000:4000]
     statistic, pvalue, dof = naive_shift_test(
-        batch, reference.astype(np.float64).mean(axis=0), reference, 1500
+        batch, reference.astype(np.float64).mean(axis=0), reference, 450
     )
     result = label_shift_test(batch, reference)
     assert result.statistic == pytest.approx(statistic, rel=1e-6)
     assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
     assert result.dof == dof == 10
+
+
+def naive_hotelling(batch, reference):
+    """Hotelling's two-sample T^2 with the reference's covariance: the
+    pseudo-inverse of its unbiased covariance, the F tail of its rank."""
+    batch, reference = batch.astype(np.float64), reference.astype(np.float64)
+    n, m = len(batch), len(reference)
+    covariance = np.cov(reference.T)  # (divides by m - 1)
+    gap = batch.mean(axis=0) - reference.mean(axis=0)
+    statistic = gap @ np.linalg.pinv(covariance, rcond=1e-9, hermitian=True) @ gap
+    statistic /= 1 / n + 1 / m
+    dof = np.linalg.matrix_rank(
+        covariance, tol=1e-9 * np.linalg.eigvalsh(covariance).max()
+    )
+    f = statistic * (m - dof) / (dof * (m - 1))
+    return statistic, stats.f.sf(f, dof, m - dof), dof
+
+
+@pytest.mark.parametrize(("n_reference", "n_batch"), [(500, 40), (5000, 1000)])
+def test_hotelling_with_50_reference_rows_per_class(cifar10, n_reference, n_batch):
+    """From 50 reference rows per class the test is Hotelling's T^2 with the
+    reference's covariance (the sum-to-one direction left out: 9 dof)."""
+    proba, _ = cifar10
+    reference, batch = proba[:n_reference], proba[5000 : 5000 + n_batch]
+    statistic, pvalue, dof = naive_hotelling(batch, reference)
+    result = label_shift_test(batch, reference)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+    assert result.dof == dof == 9
 
 
 def test_statistic_against_the_formula_with_a_prior(cifar10):
@@ -76,19 +105,41 @@ def test_statistic_against_the_formula_with_a_prior(cifar10):
     assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
 
 
+def test_hotelling_with_weighted_reference_rows(cifar10):
+    """Weighted reference rows: their weighted mean and covariance (unbiased
+    with Kish's effective size m, which also sets n_eff and the F tail)."""
+    proba, _ = cifar10
+    reference, batch = proba[:2000].astype(np.float64), proba[5000:5300]
+    w = np.random.default_rng(0).random(2000)
+    m = w.sum() ** 2 / (w @ w)
+    mean = w @ reference / w.sum()
+    centred = reference - mean
+    covariance = centred.T @ (centred * w[:, None]) / w.sum() * m / (m - 1)
+    gap = batch.astype(np.float64).mean(axis=0) - mean
+    inverse = np.linalg.pinv(covariance, rcond=1e-9, hermitian=True)
+    statistic = gap @ inverse @ gap / (1 / 300 + 1 / m)
+    pvalue = stats.f.sf(statistic * (m - 9) / (9 * (m - 1)), 9, m - 9)
+    result = label_shift_test(batch, reference, sample_weight=w)
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.pvalue == pytest.approx(pvalue, rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("name", "n_reference", "n_batch"),
     [
         ("densenet-bc-100-cifar-100", 300, 300),
         ("lenet-5-cifar-100", 1000, 500),
         ("wideresnet-16-4-cifar-10", 300, 300),
+        ("lenet-5-cifar-100", 5000, 1000),  # (Hotelling's T^2 from here)
+        ("wideresnet-16-4-cifar-10", 500, 50),
     ],
 )
 def test_level_holds_with_many_classes_against_the_rows(name, n_reference, n_batch):
     """Random halves of real outputs, nothing shifted: at level 0.05, 40 draws
     are declared shifted at most 7 times (P(Binomial(40, 0.05) > 7) < 0.002).
     Hotelling's T^2 declared 57 of 60 DenseNet draws shifted at 300 / 300 at
-    level 0.01, and 18 of 60 LeNet-5 draws (benchmarks/bench_label_shift.py)."""
+    level 0.01, and 18 of 60 LeNet-5 draws (benchmarks/bench_label_shift.py):
+    it is used from 50 reference rows per class only."""
     proba = load_model_outputs(name)[0]
     rng = np.random.default_rng(3)
     rejected = 0
@@ -185,6 +236,30 @@ def test_no_shift_split_is_left_alone_by_default(name):
         with pytest.warns(UserWarning, match="classes to ~0"):
             wrecked = always.predict_proba(rows[5000:])
         assert nll(wrecked, y[5000:]) > nll(before, y[5000:]) + 1
+
+
+@pytest.mark.parametrize("n_fit", [1000, 5000])
+def test_unshifted_batches_are_adapted_at_most_at_the_level(n_fit):
+    """LeNet-5 / CIFAR-100 (100 classes, a weak model), 20 batches of 500 rows
+    drawn without shift: the default gate (level 0.01) lets at most 2 of them
+    be adapted (P(Binomial(20, 0.01) > 2) = 0.001). Hotelling's T^2 against
+    1,000 fit rows adapted 5 of 20; 5,000 fit rows take Hotelling's test."""
+    proba, y = load_model_outputs("lenet-5-cifar-100")
+    proba = proba.astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    rows = np.arange(10_000)[:, None]
+    model = StoredOutputs(proba).fit(rows[:n_fit], y[:n_fit])
+    adapted = PriorAdaptedClassifier(model).fit(rows[:n_fit], y[:n_fit])
+    rng = np.random.default_rng(5)
+    batches = [
+        rng.choice(np.arange(n_fit, 10_000), 500, replace=False) for _ in range(20)
+    ]
+    changed = sum(
+        not np.allclose(adapted.predict_proba(rows[batch]), proba[batch], 1e-9, 0)
+        for batch in batches
+    )
+    assert changed <= 2
+    assert stats.binom.sf(2, 20, 0.01) < 0.002
 
 
 def test_shifted_batch_is_adapted(cifar100):
