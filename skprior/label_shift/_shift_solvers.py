@@ -19,6 +19,10 @@ Gaussian rows, then declares a quarter to all of the batches without shift
 shifted (CIFAR-100 random halves, synthetic ``K = 300``); the pooled variances
 of one class at a time are estimated well from a few hundred rows, and on
 CIFAR-10 the power is the same (``benchmarks/bench_label_shift.py --level``).
+``label_shift_test`` (``_policy.py``) takes Hotelling's ``T**2`` where the
+reference holds at least 50 rows per class (up to 1,000 classes): there its F
+tail holds and it finds more shifts against a weak model's correlated
+posteriors; this statistic serves below that and in the stream's monitor.
 """
 
 import numpy as np
