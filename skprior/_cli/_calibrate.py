@@ -24,7 +24,7 @@ from skprior._cli._steps import (
     _load,
     _report_labels,
     _say,
-    _scores,
+    _scores_by_blocks,
     by_blocks,
 )
 from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
@@ -145,17 +145,19 @@ def _calibrate(args):
         with _library_errors():
             after = apply_calibration(logits, fitted)
         return _cli_blocks.finish(args, before, after, labels, _say)
-    # In memory: the uncalibrated probabilities only for the report (the
-    # scores of --labels, or the diagram, which needs both arrays), made by
-    # row blocks beside the logits; then the calibration by row blocks in
-    # place of the logits. The command holds the logits and at most one other
-    # array of their size and dtype, in which the result is written.
+    # In memory: the scores of --labels before the calibration from the
+    # softmax of one row block at a time; the uncalibrated probabilities whole
+    # only for the diagram (which needs both arrays), made by row blocks
+    # beside the logits; then the calibration by row blocks in place of the
+    # logits. The command holds the logits and at most one other array of
+    # their size and dtype (only with --diagram), in which the result is
+    # written.
     before, old = None, None
-    if labels is not None or args.diagram is not None:
-        softmax = partial(softmax_temperature, temperature=1.0)
+    softmax = partial(softmax_temperature, temperature=1.0)
+    if args.diagram is not None:
         before = by_blocks(softmax, logits, np.empty_like(logits))
-        if args.diagram is None:
-            old, before = _scores(args, before, labels, "before"), None
+    elif labels is not None:
+        old = _scores_by_blocks(args, softmax, logits, labels, "before")
     with _library_errors():
         after = by_blocks(partial(apply_calibration, fitted=fitted), logits, logits)
     return _finish(args, before, after, labels, fitted, old=old)

@@ -24,6 +24,39 @@ def scores(proba, labels, step=lambda: None):
     return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
 
 
+def row_summaries(proba, labels):
+    """What :func:`scores` reads of each row.
+
+    Its top probability, whether that is the label's, and the label's
+    probability (float64).
+    """
+    picked = proba[np.arange(len(labels)), labels].astype(np.float64)
+    top = np.max(proba, axis=1).astype(np.float64)
+    return top, np.argmax(proba, axis=1) == labels, picked
+
+
+def summary_scores(top, correct, picked):
+    """:func:`scores` from the rows' :func:`row_summaries` (concatenated).
+
+    The top-label ECE is ``expected_calibration_error``'s (its uniform bins
+    and sums), so the two agree exactly.
+    """
+    from skprior._utils._array_api import numpy_namespace
+    from skprior._utils._options import DEFAULT_N_BINS
+    from skprior.metrics._ece import _binned_sums
+
+    hits, weights = correct.astype(np.float64), np.ones(len(top))
+    _, top_sum, hit_sum = _binned_sums(
+        numpy_namespace(), True, top, hits, weights, DEFAULT_N_BINS, "uniform"
+    )
+    tiny = np.finfo(np.float64).tiny
+    return {
+        "accuracy": float(np.mean(correct)),
+        "ECE": float(np.sum(np.abs(hit_sum - top_sum)) / np.sum(weights)),
+        "NLL": float(-np.mean(np.log(np.clip(picked, tiny, None)))),
+    }
+
+
 def print_change(old, new):
     """Print each score of ``old`` (a dict) before, after (``new``) and its change."""
     print(f"{'':10}{'before':>10}{'after':>10}{'change':>10}")

@@ -19,7 +19,13 @@ from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._common import InputError
 from skprior._cli._io import read_labels, read_outputs, write_array
 from skprior._cli._progress import bar
-from skprior._cli._report import diagram, print_change, scores
+from skprior._cli._report import (
+    diagram,
+    print_change,
+    row_summaries,
+    scores,
+    summary_scores,
+)
 from skprior._utils._kernels import row_blocks
 
 # Entries per row block of the in-memory steps that write a row-wise result
@@ -145,6 +151,21 @@ def by_blocks(function, source, out):
     for rows in row_blocks(*source.shape, BLOCK_ENTRIES):
         out[rows] = function(source[rows])
     return out
+
+
+def _scores_by_blocks(args, function, source, labels, which):
+    """The scores of ``function(source)`` (--labels) made by row blocks.
+
+    Only the rows' summaries are held, never ``function(source)`` whole.
+    """
+    parts, rows = [], list(row_blocks(*source.shape, BLOCK_ENTRIES))
+    with bar(args, f"scores {which} (--labels)", len(rows)) as progress:
+        for block in rows:
+            parts.append(row_summaries(function(source[block]), labels[block]))
+            progress.update()
+    return summary_scores(
+        *(np.concatenate(column) for column in zip(*parts, strict=True))
+    )
 
 
 def _scores(args, proba, labels, which):

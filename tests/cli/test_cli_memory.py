@@ -8,6 +8,7 @@ into a temporary file that its passes read. The peaks are tracemalloc's
 """
 
 import tracemalloc
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -64,8 +65,8 @@ def test_calibrate_keeps_float32_and_writes_by_blocks(
     folder, capsys, blocks, method, logits
 ):
     """The result is float32 and what the library gives on the float32 logits
-    (written by row blocks in place of them, after the probabilities before
-    were made by row blocks beside them for the report)."""
+    (written by row blocks in place of them; the report's scores before, from
+    one row block's softmax at a time, never hold the probabilities before)."""
     outputs = ["z.npy", "--logits"] if logits else ["p.npy"]
     argv = ["calibrate", *outputs, "--fit-labels", "y.npy", "--method", method]
     out, _ = run(capsys, *argv, "--labels", "y.npy", "-o", "c.npz")
@@ -78,8 +79,8 @@ def test_calibrate_keeps_float32_and_writes_by_blocks(
         expected = softmax_vector_scaling(z, stored["weights"], stored["bias"])
     assert stored["proba"].dtype == np.float32
     np.testing.assert_allclose(stored["proba"], expected, rtol=1e-6, atol=1e-12)
-    # (the probabilities before, beside the logits; the result, in place)
-    assert blocks == [(np.float32, False), (np.float32, True)]
+    # (only the result, in place: no array of the probabilities before)
+    assert blocks == [(np.float32, True)]
     accuracy = float(out.splitlines()[2].split()[1])
     before = np.mean(z.argmax(axis=1) == np.load("y.npy"))
     assert accuracy == pytest.approx(before, abs=1e-4)
@@ -117,8 +118,9 @@ def traced_peak(argv, size):
 @pytest.mark.parametrize(
     ("command", "bound"),
     [
-        # (float64 logits, the probabilities before and after: 4.7x before)
-        (["calibrate", "--fit-labels", "y.npy", "--labels", "y.npy"], 2.5),
+        # (float64 logits, the probabilities before and after: 4.7x; the
+        # probabilities before whole beside the logits for the scores: 2.1x)
+        (["calibrate", "--fit-labels", "y.npy", "--labels", "y.npy"], 1.75),
         # (the result beside the input: 2.0x before)
         (["adapt", "--prior", ONES, "--method", "known", "--test-prior", ONES], 1.5),
     ],
@@ -200,3 +202,23 @@ def test_adapt_logits_out_of_core_without_room_for_the_softmax(
     np.testing.assert_allclose(
         np.load("blocks.npy"), np.load("memory.npy"), rtol=1e-5, atol=1e-7
     )
+
+
+def test_scores_by_blocks_equal_the_scores_of_the_whole(monkeypatch):
+    """The report's scores from one row block's softmax at a time equal those
+    of the whole softmax (the same ECE sums, exactly), on real outputs."""
+    from conftest import load_model_outputs
+
+    from skprior._cli._report import scores
+
+    monkeypatch.setattr(_steps, "BLOCK_ENTRIES", 2**14)  # (several blocks)
+    proba, labels = load_model_outputs("lenet-5-cifar-100")
+    logits = np.log(proba[:3000]).astype(np.float32)
+    labels = labels[:3000]
+    args = SimpleNamespace(quiet=True, command="calibrate")
+    softmax = partial(softmax_temperature, temperature=1.0)
+    by_blocks = _steps._scores_by_blocks(args, softmax, logits, labels, "before")
+    whole = scores(softmax(logits), labels)
+    assert by_blocks.keys() == whole.keys()
+    for name, value in whole.items():
+        assert by_blocks[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
