@@ -397,16 +397,25 @@ def test_inputs_are_not_modified(data):
 )
 @pytest.mark.parametrize("target", ["prior", "batch", "calibrated"])
 def test_every_namespace_gives_numpy_values(data, combination, target):
-    proba, _, _, (proba_cal, y_cal) = data
+    proba, _, _, calibration = data
+    kind = "prior" if target == "prior" else "batch"
+    calibrated = target == "calibrated"
+    _assert_namespace_matches(combination, proba, calibration, kind, calibrated)
+
+
+def _assert_namespace_matches(combination, proba, calibration, kind, calibrated):
+    """The interval of ``proba`` (with the labelled ``calibration`` set when
+    ``calibrated``) on the namespace of ``combination`` equals NumPy's, and
+    the inputs are left unchanged."""
+    proba_cal, y_cal = calibration
     ns = Namespace(*combination)
     dtype = np.dtype(combination[2])
-    kind = "prior" if target == "prior" else "batch"
 
     def run(batch, cal, labels, prior):
-        calibration = (cal, labels) if target == "calibrated" else None
+        given = (cal, labels) if calibrated else None
         tol = 1e-10 if dtype == np.float64 else 1e-6
         estimate = estimate_test_prior(batch, prior, solver="squarem", tol=tol)
-        return estimate.confidence_interval(target=kind, calibration=calibration)
+        return estimate.confidence_interval(target=kind, calibration=given)
 
     expected = run(
         proba.astype(dtype), proba_cal.astype(dtype), y_cal, UNIFORM.astype(dtype)
@@ -529,22 +538,7 @@ def test_only_identical_rows_are_repeats(data):
     ids=lambda c: "-".join(part for part in c if part),
 )
 def test_repeated_rows_on_every_namespace(data, repeated, combination):
-    _, _, _, (proba_cal, y_cal) = data
-    ns = Namespace(*combination)
-    dtype = np.dtype(combination[2])
-
-    def run(batch, cal, labels, prior):
-        tol = 1e-10 if dtype == np.float64 else 1e-6
-        estimate = estimate_test_prior(batch, prior, solver="squarem", tol=tol)
-        return estimate.confidence_interval(calibration=(cal, labels))
-
-    expected = run(
-        repeated.astype(dtype), proba_cal.astype(dtype), y_cal, UNIFORM.astype(dtype)
-    )
-    result = run(ns.f(repeated), ns.f(proba_cal), ns.i(y_cal), ns.f(UNIFORM))
-    tol = 1e-9 if dtype == np.float64 else 2e-4
-    ns.assert_matches(list(result), list(expected), tol, "interval")
-    ns.assert_inputs_unchanged()
+    _assert_namespace_matches(combination, repeated, data[3], "batch", True)
 
 
 @pytest.mark.parametrize("target", ["prior", "batch"])
