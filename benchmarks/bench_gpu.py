@@ -84,9 +84,9 @@ def workloads(logits, proba, labels, n_classes):
             fit_bias_corrected_temperature(z, y)
         ),
         "estimate_test_prior (EM, 10 passes)": lambda z, p, y: estimate_test_prior(
-            p, train, max_iter=9, tol=1e-300
+            p, train, solver="em", max_iter=9, tol=1e-300
         ),
-        "estimate_test_prior (SQUAREM)": lambda z, p, y: estimate_test_prior(
+        "estimate_test_prior (default: SQUAREM)": lambda z, p, y: estimate_test_prior(
             p, train, solver="squarem"
         ),
         "adjust_to_prior": lambda z, p, y: adjust_to_prior(p, train, test),
