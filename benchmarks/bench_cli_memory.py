@@ -28,7 +28,9 @@ Run (from the repository root; a few minutes at the default 100,000 rows):
 
     PYTHONPATH=$PWD python benchmarks/bench_cli_memory.py [--rows 750000]
         [--classes 100] [--commands can,adapt,calibrate] [--methods ec,nll,bcts,vs]
-        [--modes memory,out-of-core] [--chunk-mb 16] [--folder DIR]
+        [--modes memory,out-of-core] [--chunk-mb 16] [--folder DIR] [--diagram]
+
+``--diagram`` adds ``--diagram`` (a PNG) to the in-memory runs.
 """
 
 import argparse
@@ -125,6 +127,9 @@ def main():
     parser.add_argument("--commands", default="can,adapt,calibrate")
     parser.add_argument("--chunk-mb", type=float, default=16)
     parser.add_argument("--folder", default=None, help="where the files are written")
+    parser.add_argument(
+        "--diagram", action="store_true", help="also draw --diagram (in memory)"
+    )
     args = parser.parse_args()
     chunk_bytes = int(args.chunk_mb * 2**20)
     folder = Path(tempfile.mkdtemp(prefix="bench_cli_memory_", dir=args.folder))
@@ -165,6 +170,8 @@ def main():
                     argv += [a.format(y=where / "y.npy") for a in rest]
                     argv += ["--labels", str(where / "y.npy")]
                     argv += ["-o", str(where / "out.npy")]
+                    if args.diagram and mode == "memory":
+                        argv += ["--diagram", str(where / "diagram.png")]
                     peaks.append(peak_rss(argv, chunk_bytes, folder))
                 (_, _), (base, _), (peak, seconds) = peaks
                 print(

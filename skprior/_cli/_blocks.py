@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import DIAGRAM_MEMORY_FACTOR, MEMORY_FACTOR, InputError
+from skprior._cli._common import MEMORY_FACTOR, InputError
 from skprior._cli._io import (
     logits_dtype,
     numeric_matrix,
@@ -73,8 +73,6 @@ def wants_out_of_core(args):
         return False
     memory = _available_bytes()
     factor = MEMORY_FACTOR.get(args.command, 3)
-    if getattr(args, "diagram", None) is not None:
-        factor = max(factor, DIAGRAM_MEMORY_FACTOR)
     peak = path.stat().st_size * factor
     return memory is not None and peak > COMFORTABLE * memory
 

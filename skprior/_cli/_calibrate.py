@@ -24,8 +24,8 @@ from skprior._cli._steps import (
     _load,
     _report_labels,
     _say,
-    _scores_by_blocks,
     by_blocks,
+    summaries,
 )
 from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 
@@ -145,19 +145,14 @@ def _calibrate(args):
         with _library_errors():
             after = apply_calibration(logits, fitted)
         return _cli_blocks.finish(args, before, after, labels, _say)
-    # In memory: the scores of --labels before the calibration from the
-    # softmax of one row block at a time; the uncalibrated probabilities whole
-    # only for the diagram (which needs both arrays), made by row blocks
-    # beside the logits; then the calibration by row blocks in place of the
-    # logits. The command holds the logits and at most one other array of
-    # their size and dtype (only with --diagram), in which the result is
-    # written.
+    # In memory: the rows' summaries of --labels before the calibration (for
+    # the report and the diagram) from the softmax of one row block at a
+    # time, then the calibration by row blocks in place of the logits: the
+    # command holds the logits and a few bytes a row.
     before, old = None, None
-    softmax = partial(softmax_temperature, temperature=1.0)
-    if args.diagram is not None:
-        before = by_blocks(softmax, logits, np.empty_like(logits))
-    elif labels is not None:
-        old = _scores_by_blocks(args, softmax, logits, labels, "before")
+    if labels is not None:
+        softmax = partial(softmax_temperature, temperature=1.0)
+        old = summaries(args, softmax, logits, labels, "before")
     with _library_errors():
         after = by_blocks(partial(apply_calibration, fitted=fitted), logits, logits)
     return _finish(args, before, after, labels, fitted, old=old)

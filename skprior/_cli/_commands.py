@@ -32,7 +32,6 @@ from skprior._cli._io import (
 from skprior._cli._progress import passes
 from skprior._cli._report import check_diagram_path
 from skprior._cli._steps import (
-    BLOCK_ENTRIES,
     _check_method_options,
     _finish,
     _labels,
@@ -41,11 +40,10 @@ from skprior._cli._steps import (
     _note,
     _outputs,
     _say,
-    _scores,
     by_blocks,
+    summaries,
 )
 from skprior._utils._constraints import constraints
-from skprior._utils._kernels import row_blocks
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
     DEFAULT_MAX_ITER,
@@ -82,7 +80,7 @@ def _training_prior(args, n_classes):
 
 def _can(args):
     """Apply CAN to stored outputs."""
-    from skprior import alternating_normalization
+    from skprior.can._can import alternating_normalization_counts
 
     proba, labels = _outputs(args)
     prior = _training_prior(args, proba.shape[1])
@@ -90,30 +88,30 @@ def _can(args):
     if args.reference is not None:
         reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
     in_memory = isinstance(proba, np.ndarray)
-    # (in memory, the scores before are taken while the input is all there is)
-    old = (
-        _scores(args, proba, labels, "before")
-        if in_memory and labels is not None
-        else None
-    )
+    # In memory, the rows' summaries of --labels are taken first, then CAN
+    # writes its result in place of the input, which the command read for
+    # itself: it holds one array of the input's size (out of core, the
+    # result is computed when written).
+    old = None
+    if in_memory and labels is not None:
+        old = summaries(args, None, proba, labels, "before")
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
     with _library_errors():
-        adjusted = alternating_normalization(
-            proba, prior, reference=reference, **options
+        adjusted, n_low, _ = alternating_normalization_counts(
+            proba,
+            prior,
+            reference=reference,
+            out=proba if in_memory else None,
+            **options,
         )
-    if in_memory:  # (out of core: computed when written)
-        blocks = row_blocks(*proba.shape, BLOCK_ENTRIES)
-        changed = sum(
-            int(np.any(adjusted[b] != proba[b], axis=1).sum()) for b in blocks
-        )
+    if in_memory:
         _say(
             args,
-            f"CAN changed {changed} of {proba.shape[0]} rows "
-            f"({time.perf_counter() - start:.1f}s)",
+            f"CAN corrected {n_low} of {proba.shape[0]} rows, those of top-k "
+            f"uncertainty >= tau ({time.perf_counter() - start:.1f}s)",
         )
-        if args.diagram is None:  # (the scores after without the input)
-            proba = None
+        proba = None
     return _finish(args, proba, adjusted, labels, old=old)
 
 
@@ -287,11 +285,12 @@ def _adapt_batch(args, proba, labels, train_prior):
     adjust = partial(adjust_to_prior, train_prior=train_prior, test_prior=test_prior)
     before, old = proba, None
     if isinstance(proba, np.ndarray):
-        # In place, by row blocks, once the scores before are taken (the
-        # diagram keeps a copy): the command holds its input and no more.
+        # In place, by row blocks, once the rows' summaries of --labels are
+        # taken (for the report and the diagram): the command holds its input
+        # and a few bytes a row.
         if labels is not None:
-            old = _scores(args, proba, labels, "before")
-        before = proba.copy() if args.diagram is not None else None
+            old = summaries(args, None, proba, labels, "before")
+        before = None
         adjust = partial(by_blocks, adjust, out=proba)
     with _library_errors():
         adjusted = adjust(proba)

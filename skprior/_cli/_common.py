@@ -11,10 +11,8 @@ class InputError(Exception):
 
 # The peak memory of each command in memory, as a multiple of the size of its
 # OUTPUTS file: the input, at most one other array of its size and dtype,
-# vectors of one entry per row and a row block's temporaries (peak resident
-# memory above the imports' on 750,000 x 100 float32 with --labels, rounded
-# up: benchmarks/bench_cli_memory.py: adapt 1.42, calibrate 1.30-1.53; with
-# --diagram calibrate holds the probabilities before too, 2.1).
-MEMORY_FACTOR = {"can": 2.25, "adapt": 1.5, "calibrate": 1.6}
-# With --diagram a command holds the probabilities before beside its input.
-DIAGRAM_MEMORY_FACTOR = 2.25
+# a few bytes per row and a row block's temporaries (peak resident memory
+# above the imports' on 750,000 x 100 float32 with --labels and --diagram,
+# rounded up: benchmarks/bench_cli_memory.py: can 1.18, adapt 1.42,
+# calibrate 1.27 (ec, nll), 1.30-1.53 before with the class-wise fits).
+MEMORY_FACTOR = {"can": 1.25, "adapt": 1.5, "calibrate": 1.6}

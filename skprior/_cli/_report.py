@@ -7,53 +7,46 @@ import numpy as np
 from skprior._cli._common import InputError
 
 
-def scores(proba, labels, step=lambda: None):
-    """Accuracy, ECE (top-label, 15 bins) and mean NLL of ``proba``.
-
-    ``step()`` is called after each (a progress bar's).
-    """
-    from skprior.metrics import expected_calibration_error
-
-    accuracy = float(np.mean(np.argmax(proba, axis=1) == labels))
-    step()
-    ece = expected_calibration_error(labels, proba, labels=np.arange(proba.shape[1]))
-    step()
-    picked = proba[np.arange(len(labels)), labels].astype(np.float64)
-    nll = float(-np.mean(np.log(np.clip(picked, np.finfo(np.float64).tiny, None))))
-    step()
-    return {"accuracy": accuracy, "ECE": ece, "NLL": nll}
-
-
 def row_summaries(proba, labels):
-    """What :func:`scores` reads of each row.
+    """What the report and the diagram read of each row of ``proba``.
 
     Its top probability, whether that is the label's, and the label's
-    probability (float64).
+    probability, in the dtype of ``proba`` (widened exactly to float64 where
+    they are used): a few bytes a row, so that the command need not keep
+    ``proba`` for its report.
     """
-    picked = proba[np.arange(len(labels)), labels].astype(np.float64)
-    top = np.max(proba, axis=1).astype(np.float64)
-    return top, np.argmax(proba, axis=1) == labels, picked
+    picked = proba[np.arange(len(labels)), labels]
+    return np.max(proba, axis=1), np.argmax(proba, axis=1) == labels, picked
 
 
-def summary_scores(top, correct, picked):
-    """:func:`scores` from the rows' :func:`row_summaries` (concatenated).
+def _bins(top, correct):
+    """Per confidence bin: weight, sum of the top probabilities, of the hits.
 
-    The top-label ECE is ``expected_calibration_error``'s (its uniform bins
-    and sums), so the two agree exactly.
+    ``expected_calibration_error``'s uniform bins and sums (of float64
+    values), so that the ECE below is that function's exactly.
     """
     from skprior._utils._array_api import numpy_namespace
     from skprior._utils._options import DEFAULT_N_BINS
     from skprior.metrics._ece import _binned_sums
 
-    hits, weights = correct.astype(np.float64), np.ones(len(top))
-    _, top_sum, hit_sum = _binned_sums(
+    top, hits = top.astype(np.float64), correct.astype(np.float64)
+    weights = np.ones(len(top))
+    return _binned_sums(
         numpy_namespace(), True, top, hits, weights, DEFAULT_N_BINS, "uniform"
     )
-    tiny = np.finfo(np.float64).tiny
+
+
+def summary_scores(top, correct, picked):
+    """Accuracy, ECE (top-label, 15 bins) and mean NLL of the rows.
+
+    From their :func:`row_summaries` (concatenated).
+    """
+    _, top_sum, hit_sum = _bins(top, correct)
+    picked = np.clip(picked.astype(np.float64), np.finfo(np.float64).tiny, None)
     return {
         "accuracy": float(np.mean(correct)),
-        "ECE": float(np.sum(np.abs(hit_sum - top_sum)) / np.sum(weights)),
-        "NLL": float(-np.mean(np.log(np.clip(picked, tiny, None)))),
+        "ECE": float(np.sum(np.abs(hit_sum - top_sum)) / len(top)),
+        "NLL": float(-np.mean(np.log(picked))),
     }
 
 
@@ -92,25 +85,33 @@ def check_diagram_path(path):
         raise InputError(f"{path}: the folder {folder} does not exist.")
 
 
-def diagram(path, before, after, labels, title):
-    """Save a reliability diagram of ``before`` and ``after`` to ``path``."""
+def diagram(path, before, after, title):
+    """Save a reliability diagram to ``path`` from the rows' summaries.
+
+    ``before`` and ``after`` are :func:`row_summaries` (concatenated): the
+    curve needs only each row's top probability and whether it is right,
+    so the command keeps neither array of probabilities for it.
+    """
     _matplotlib().use("Agg")
     import matplotlib.pyplot as plt
 
     from skprior import ReliabilityDisplay
 
-    classes = np.arange(before.shape[1])
     fig, ax = plt.subplots(figsize=(5, 5), layout="constrained")
-    for name, proba, ref_line in [("before", before, True), ("after", after, False)]:
-        ReliabilityDisplay.from_predictions(
-            labels,
-            proba,
-            labels=classes,
-            name=name,
-            ax=ax,
-            histogram=False,
-            ref_line=ref_line,
+    for name, (top, correct, _), ref_line in [
+        ("before", before, True),
+        ("after", after, False),
+    ]:
+        weight, top_sum, hit_sum = _bins(top, correct)
+        full = weight > 0
+        display = ReliabilityDisplay(
+            hit_sum[full] / weight[full],
+            top_sum[full] / weight[full],
+            top.astype(np.float64),
+            ece=float(np.sum(np.abs(hit_sum - top_sum)) / len(top)),
+            estimator_name=name,
         )
+        display.plot(ax=ax, name=name, histogram=False, ref_line=ref_line)
     ax.set_title(title)
     try:
         fig.savefig(path)

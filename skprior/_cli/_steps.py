@@ -23,7 +23,6 @@ from skprior._cli._report import (
     diagram,
     print_change,
     row_summaries,
-    scores,
     summary_scores,
 )
 from skprior._utils._kernels import row_blocks
@@ -124,8 +123,9 @@ def _outputs(args):
 def _finish(args, before, after, labels, extra=None, old=None):
     """Write --output, print the report and draw --diagram (with --labels).
 
-    ``old`` are the scores of ``before`` when the caller took them already
-    (``before`` is then None).
+    ``old`` are the rows' summaries of ``before`` (:func:`summaries`) when
+    the caller took them already (``before`` is then None): the report and
+    the diagram need no more of it.
     """
     if not isinstance(after, np.ndarray):  # (out of core: a Dask array)
         return _cli_blocks.finish(args, before, after, labels, _say)
@@ -133,11 +133,12 @@ def _finish(args, before, after, labels, extra=None, old=None):
         write_array(args.output, after, extra)
         _say(args, f"wrote {args.output}")
     if labels is not None:
-        old = _scores(args, before, labels, "before") if old is None else old
-        print_change(old, _scores(args, after, labels, "after"))
-    if args.diagram is not None:
-        diagram(args.diagram, before, after, labels, f"skprior {args.command}")
-        _say(args, f"wrote {args.diagram}")
+        old = summaries(args, None, before, labels, "before") if old is None else old
+        new = summaries(args, None, after, labels, "after")
+        print_change(summary_scores(*old), summary_scores(*new))
+        if args.diagram is not None:
+            diagram(args.diagram, old, new, f"skprior {args.command}")
+            _say(args, f"wrote {args.diagram}")
     return 0
 
 
@@ -153,25 +154,19 @@ def by_blocks(function, source, out):
     return out
 
 
-def _scores_by_blocks(args, function, source, labels, which):
-    """The scores of ``function(source)`` (--labels) made by row blocks.
+def summaries(args, function, source, labels, which):
+    """The rows' :func:`row_summaries` of ``function(source)`` (--labels).
 
-    Only the rows' summaries are held, never ``function(source)`` whole.
+    Made by row blocks, with a bar: only a few bytes a row are held, never
+    ``function(source)`` whole (``function=None``: ``source`` itself).
     """
     parts, rows = [], list(row_blocks(*source.shape, BLOCK_ENTRIES))
     with bar(args, f"scores {which} (--labels)", len(rows)) as progress:
         for block in rows:
-            parts.append(row_summaries(function(source[block]), labels[block]))
+            values = source[block] if function is None else function(source[block])
+            parts.append(row_summaries(values, labels[block]))
             progress.update()
-    return summary_scores(
-        *(np.concatenate(column) for column in zip(*parts, strict=True))
-    )
-
-
-def _scores(args, proba, labels, which):
-    """The scores of --labels, with a bar (a pass over ``proba`` each)."""
-    with bar(args, f"scores {which} (--labels)", 3) as progress:
-        return scores(proba, labels, progress.update)
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 # The library's messages name its parameters; the user typed options.

@@ -228,3 +228,31 @@ def _checked_block(block, check, name, options, block_info=None):
             f"{exc} (Dask chunk starting at row {start}: rows counted from it)"
         ) from exc
     return block
+
+
+def check_out(out, proba):
+    """``out`` checked as the destination of a result shaped as ``proba``.
+
+    As NumPy's ``out=``: a writeable ndarray of ``proba``'s shape and dtype,
+    which may be ``proba`` itself (returned then, so that ``out is proba``
+    tells an in-place call) but not overlap it otherwise.
+    """
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array; got {type(out).__name__}.")
+    if out.shape != proba.shape or out.dtype != proba.dtype:
+        raise ValueError(
+            f"out has shape {out.shape} and dtype {out.dtype}; the result has "
+            f"shape {proba.shape} and dtype {proba.dtype}. Pass an array of "
+            f"those (np.empty_like(proba)), or proba itself to work in place."
+        )
+    if not out.flags.writeable:
+        raise ValueError("out is read-only; pass a writeable array.")
+    same = out.__array_interface__ == proba.__array_interface__
+    if same:
+        return proba
+    if np.shares_memory(out, proba):
+        raise ValueError(
+            "out overlaps proba without being the same array; pass proba "
+            "itself to work in place, or an array of its own."
+        )
+    return out

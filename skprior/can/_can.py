@@ -37,6 +37,7 @@ from skprior._utils._validation import (
     resolve_k,
     warn_user,
 )
+from skprior._utils._validation_arrays import check_out
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
@@ -100,14 +101,16 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     return cast_result(xp, topk_uncertainty(xp, is_numpy, proba, k, kind), proba)
 
 
-@validate_params(
-    {
-        **constraints(proba="array", prior="prior", k="k", tau="tau", alpha="alpha"),
-        **constraints(n_iter="n_iter", reference="optional_array"),
-        **constraints(reference_weight="optional_array", uncertainty="uncertainty"),
-    },
-    prefer_skip_nested_validation=True,
-)
+# (shared by the public function and the one that also counts the rows)
+_CAN_CONSTRAINTS = {
+    **constraints(proba="array", prior="prior", k="k", tau="tau", alpha="alpha"),
+    **constraints(n_iter="n_iter", reference="optional_array"),
+    **constraints(reference_weight="optional_array", uncertainty="uncertainty"),
+    "out": [np.ndarray, None],
+}
+
+
+@validate_params(_CAN_CONSTRAINTS, prefer_skip_nested_validation=True)
 def alternating_normalization(
     proba,
     prior,
@@ -119,6 +122,7 @@ def alternating_normalization(
     reference=None,
     reference_weight=None,
     uncertainty=DEFAULT_UNCERTAINTY,
+    out=None,
 ):
     r"""Correct low-confidence predictions with CAN (alternating normalization).
 
@@ -170,11 +174,19 @@ def alternating_normalization(
     uncertainty : str, default="renormalized"
         Definition of the uncertainty: ``"renormalized"``, ``"unrenormalized"``
         or ``"max_over_k"``, see :func:`topk_entropy`.
+    out : ndarray of shape (n_samples, n_classes), default=None
+        Where to write the result, as NumPy's ``out=``: a writeable NumPy
+        array of the result's dtype (that of ``proba`` for float32 or float64
+        input). It may be ``proba`` itself: the batch is then corrected in
+        place, which saves the memory of a second array of its size (the
+        command line ``skprior can`` does so); ``proba`` is otherwise never
+        modified. NumPy batches only.
 
     Returns
     -------
     proba_can : ndarray of shape (n_samples, n_classes)
-        A new array: confident rows equal to the input, the others corrected.
+        A new array (``out`` when given): confident rows equal to the input,
+        the others corrected.
 
     Warns
     -----
@@ -230,16 +242,59 @@ def alternating_normalization(
     array([[0.  , 1.  ],
            [0.75, 0.25]])
     """
+    return alternating_normalization_counts(
+        proba,
+        prior,
+        k=k,
+        tau=tau,
+        alpha=alpha,
+        n_iter=n_iter,
+        reference=reference,
+        reference_weight=reference_weight,
+        uncertainty=uncertainty,
+        out=out,
+    )[0]
+
+
+@validate_params(_CAN_CONSTRAINTS, prefer_skip_nested_validation=True)
+def alternating_normalization_counts(
+    proba,
+    prior,
+    *,
+    k=DEFAULT_K,
+    tau=DEFAULT_TAU,
+    alpha=DEFAULT_ALPHA,
+    n_iter=DEFAULT_N_ITER,
+    reference=None,
+    reference_weight=None,
+    uncertainty=DEFAULT_UNCERTAINTY,
+    out=None,
+):
+    """:func:`alternating_normalization` and the numbers of rows it found.
+
+    Returns ``(proba_can, n_low, n_reference)``: the result, the number of
+    low-confidence rows (those corrected) and of confident reference rows
+    (``None`` where not counted). The command line reports them.
+    """
     xp, is_numpy = get_namespace(proba, reference)
+    if out is not None and not is_numpy:
+        raise TypeError(
+            "out= takes a NumPy array, for a NumPy batch; for arrays of other "
+            "libraries, use the returned array."
+        )
     # (reference=None, n_iter=1: the kernel also sums the confident rows)
     compiled = is_numpy and _compiled_screen(
-        proba, k, tau, alpha, reference is None and n_iter == 1, uncertainty
+        proba, k, tau, alpha, reference is None and n_iter == 1, uncertainty, out
     )
     if compiled:
         module, proba, (out, low, column_sums, small) = compiled
         row_max = row_sums = None
     elif is_numpy:
         proba, row_max, row_sums = check_proba_with_row_max(proba)
+        if out is not None:
+            out = check_out(out, proba)
+            if out is not proba:
+                np.copyto(out, proba)
     else:
         proba, row_max, row_sums = check_proba(proba, lazy=True), None, None
     n_classes = proba.shape[1]
@@ -263,21 +318,31 @@ def alternating_normalization(
     else:
         dtype = work_dtype(xp, device_of(proba))
         if not compiled:
-            out = None
             low = low_confidence(xp, is_numpy, proba, *args, row_max, row_sums)
         prior = from_host(xp, prior, device_of(proba), dtype)
         n_low = n_reference = None
+        # (whether ``out`` still holds the batch's rows: it may be the batch)
+        pristine = out is None or out is not proba
         if compiled and reference is None and n_iter == 1 and not small:
-            # The closed form over the low rows, unless one lost digits.
+            # The closed form over the low rows; those that lost digits are
+            # left as they were and redone below (in logs).
             rows = np.flatnonzero(low)
-            if module.correct(proba, out, rows, column_sums, prior, alpha):
-                n_low, n_reference = rows.size, proba.shape[0] - rows.size
+            lost = module.correct(proba, out, rows, column_sums, prior, alpha)
+            n_low, n_reference = rows.size, proba.shape[0] - rows.size
+            if lost.size:
+                redo = np.zeros_like(low)
+                redo[lost] = True
+                reference, weight = proba, xp.astype(~low, dtype)
+                given = (reference, weight, alpha, n_iter)
+                can_rows(
+                    xp, is_numpy, proba, prior, redo, *given, out=out, pristine=False
+                )
         if n_low is None:
             if reference is None:
                 reference, weight = proba, xp.astype(~low, dtype)
             given = (reference, weight, alpha, n_iter)
             out, n_low, n_reference = can_rows(
-                xp, is_numpy, proba, prior, low, *given, out=out
+                xp, is_numpy, proba, prior, low, *given, out=out, pristine=pristine
             )
     if n_low and not n_reference:
         warn_user(
@@ -286,7 +351,7 @@ def alternating_normalization(
             f"is replaced by the prior. Lower tau, or use a reference set (the "
             f"`reference` argument, or reference='fit' in CANClassifier)."
         )
-    return out
+    return out, n_low, n_reference
 
 
 # The compiled kernel runs on NumPy batches of at least this many entries:
@@ -296,7 +361,7 @@ COMPILED_MIN_ELEMENTS = 2**20
 _COMPILED = []  # the module of compiled kernels, or None, once imported
 
 
-def _compiled_screen(proba, k, tau, alpha, accumulate, kind):
+def _compiled_screen(proba, k, tau, alpha, accumulate, kind, out=None):
     """The compiled read of ``proba`` when it applies, else ``None``.
 
     It applies to a float32 or float64 ndarray (made C-contiguous) of at least
@@ -332,7 +397,9 @@ def _compiled_screen(proba, k, tau, alpha, accumulate, kind):
     if module is None:
         return None
     proba = np.ascontiguousarray(proba)
-    screened = module.screen(proba, k, tau, kind, alpha, accumulate)
+    if out is not None:
+        out = check_out(out, proba)
+    screened = module.screen(proba, k, tau, kind, alpha, accumulate, out)
     return None if screened is None else (module, proba, screened)
 
 

@@ -213,18 +213,20 @@ def _sum(values):
 
 
 @numba.njit(cache=True, nogil=True)
-def _correct(proba, out, rows, column_sums, prior, alpha):
+def _correct(proba, out, rows, column_sums, prior, alpha, lost):
     """CAN with one iteration on ``proba[rows]``, written to ``out[rows]``.
 
     As ``_solvers._one_step`` computes it: ``b**alpha / (C + b**alpha)``
-    (``0 / 0 = 0``), times the prior, times the inverse of its sum. Returns
-    whether a row's result does not sum to one within 1e-6 (digits lost:
-    the caller takes the NumPy path, which redoes such rows in logs).
+    (``0 / 0 = 0``), times the prior, times the inverse of its sum. A row
+    whose result does not sum to one within 1e-6 (digits lost) is not
+    written and is marked in ``lost`` (the caller redoes it on the NumPy
+    path, in logs). Each row is read whole before its result is written, so
+    ``out`` may be ``proba`` itself.
     """
     n_classes = proba.shape[1]
     values = np.empty(n_classes)
-    lost = False
-    for i in rows:
+    for position in range(rows.shape[0]):
+        i = rows[position]
         for j in range(n_classes):
             values[j] = proba[i, j]
         if alpha != 1:  # (a loop of its own: a branch in the next one slows it 10x)
@@ -237,12 +239,13 @@ def _correct(proba, out, rows, column_sums, prior, alpha):
         scale = 1.0 / _sum(values)
         for j in range(n_classes):
             values[j] *= scale
-            out[i, j] = values[j]
-        lost = lost or not abs(_sum(values) - 1.0) <= 1e-6
-    return lost
+        lost[position] = not abs(_sum(values) - 1.0) <= 1e-6
+        if not lost[position]:
+            for j in range(n_classes):
+                out[i, j] = values[j]
 
 
-def screen(proba, k, tau, kind, alpha, accumulate):
+def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     """Validate ``proba``, copy it and screen it in one read (:func:`_screen`).
 
     ``proba`` is a C-contiguous float32 or float64 ndarray whose shape is
@@ -251,7 +254,8 @@ def screen(proba, k, tau, kind, alpha, accumulate):
     the NumPy path handles it and raises for the rest), else ``(out, low,
     column_sums, small)``: the copy of ``proba``, the low-confidence mask,
     the column sums of the confident rows (with ``accumulate``) and the flag
-    of small entries. Raises the error of
+    of small entries. ``out``: where to copy ``proba`` (a new array if
+    ``None``; ``proba`` itself is not copied). Raises the error of
     ``check_proba`` when a row does not sum to one.
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
@@ -266,7 +270,8 @@ def screen(proba, k, tau, kind, alpha, accumulate):
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
     n_tasks = -(-n_rows // step)
-    out = np.empty_like(proba)
+    in_place = out is proba
+    out = np.empty_like(proba) if out is None else out
     low = np.zeros(n_rows, dtype=bool)
     row_sums = np.empty(n_rows)
     column_sums = np.zeros((n_tasks, n_classes))
@@ -286,7 +291,8 @@ def screen(proba, k, tau, kind, alpha, accumulate):
 
     def work(task):
         rows = slice(task * step, (task + 1) * step)
-        np.copyto(out[rows], proba[rows])
+        if not in_place:
+            np.copyto(out[rows], proba[rows])
         cell = np.zeros(1, dtype=unsigned)
         flags[task] = _screen(
             proba[rows],
@@ -358,18 +364,21 @@ def _in_turn(tasks, work):
 def correct(proba, out, rows, column_sums, prior, alpha):
     """Write CAN's d = 1 correction of ``proba[rows]`` into ``out`` (:func:`_correct`).
 
-    Returns ``False`` when a row lost digits (``out`` is then incomplete).
+    Returns the rows that lost digits, which are left as they were in ``out``
+    (``out`` may be ``proba`` itself).
     """
     prior = np.ascontiguousarray(prior, dtype=np.float64)
+    lost = np.zeros(rows.size, dtype=bool)
     # (in parts of half the screen's tasks or more, which the threads take
     # in turn: a corrected row costs a few copied ones; a thread is started
     # only for a few milliseconds of work or more)
     step = max(1, TASK_BYTES // 2 // max(1, proba[:1].nbytes))
     n_parts = max(1, min(4 * _threads(), rows.size // step))
-    lost = []
+    parts = np.array_split(np.arange(rows.size), n_parts)
 
     def work(part):
-        lost.append(_correct(proba, out, part, column_sums, prior, float(alpha)))
+        part = slice(part[0], part[-1] + 1) if part.size else slice(0, 0)
+        _correct(proba, out, rows[part], column_sums, prior, float(alpha), lost[part])
 
-    _in_turn(np.array_split(rows, n_parts), work)
-    return not any(lost)
+    _in_turn(parts, work)
+    return rows[lost]

@@ -471,6 +471,7 @@ def can_rows(
     n_iter,
     sums=None,
     out=None,
+    pristine=True,
 ):
     """CAN's output for the whole batch, given the mask ``low`` of its rows to correct.
 
@@ -487,10 +488,13 @@ def can_rows(
     block of a Dask array).
 
     On NumPy the output is written once, as a copy of the input in its dtype
-    (or given: ``out``, a copy of ``proba`` that the compiled screen made),
-    and the low-confidence rows are corrected in place one block at a time:
-    the float64 temporaries stay the size of a block whatever the batch, so
-    that the peak is the output plus a few blocks.
+    (or given: ``out``, a copy of ``proba`` that the compiled screen made,
+    or ``proba`` itself), and the low-confidence rows are corrected in place
+    one block at a time: the float64 temporaries stay the size of a block
+    whatever the batch, so that the peak is the output plus a few blocks.
+    Each block's rows are read before they are written, so ``out`` may be
+    ``proba``; ``pristine=False`` says that ``out`` does not hold a copy of
+    the batch's rows (it is ``proba``, or rows of it are already corrected).
     """
     indices = xp.nonzero(low)[0]
     n_low, n_classes = indices.shape[0], proba.shape[1]
@@ -510,7 +514,7 @@ def can_rows(
         if reference is not proba:
             checked.append((proba, indices))
         in_logs = alpha != 1 and not _powers_stay_normal(xp, is_numpy, checked, alpha)
-        if is_numpy and reference is proba and alpha == 1:
+        if is_numpy and reference is proba and alpha == 1 and pristine:
             # With its low rows zeroed, the output's copy of the batch holds
             # exactly the confident rows: sum it, with no weights to apply.
             result[indices] = 0  # (a few rows: cheaper by index than by mask)

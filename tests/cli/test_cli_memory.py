@@ -123,13 +123,24 @@ def traced_peak(argv, size):
         (["calibrate", "--fit-labels", "y.npy", "--labels", "y.npy"], 1.75),
         # (the result beside the input: 2.0x before)
         (["adapt", "--prior", ONES, "--method", "known", "--test-prior", ONES], 1.5),
+        # (CAN's result beside the input: 2.1x before; now in place of it)
+        (["can", "--prior", ONES, "--labels", "y.npy"], 1.5),
+        # (--diagram kept the probabilities before whole: 2.1x to 3x before)
+        (["calibrate", "--fit-labels", "y.npy", "--labels", "y.npy",
+          "--diagram", "d.png"], 1.75),
+        (["adapt", "--prior", ONES, "--method", "known", "--test-prior", ONES,
+          "--labels", "y.npy", "--diagram", "d.png"], 1.5),
+        (["can", "--prior", ONES, "--labels", "y.npy", "--diagram", "d.png"], 1.5),
     ],
-    ids=["calibrate", "adapt"],
+    ids=["calibrate", "adapt", "can", "calibrate-diagram", "adapt-diagram",
+         "can-diagram"],
 )  # fmt: skip
 def test_peak_memory_against_the_input(tmp_path, monkeypatch, capsys, command, bound):
     """On 10,000 x 100 float32 probabilities (4 MB), with the library's and
     the command's blocks at 2**14 entries so that one block's temporaries
     weigh little."""
+    if "--diagram" in command:
+        pytest.importorskip("matplotlib")
     monkeypatch.setattr(skprior._utils._kernels, "BLOCK_ELEMENTS", 2**14)
     monkeypatch.setattr(_steps, "BLOCK_ENTRIES", 2**14)
     monkeypatch.chdir(tmp_path)
@@ -209,7 +220,8 @@ def test_scores_by_blocks_equal_the_scores_of_the_whole(monkeypatch):
     of the whole softmax (the same ECE sums, exactly), on real outputs."""
     from conftest import load_model_outputs
 
-    from skprior._cli._report import scores
+    from skprior._cli._report import summary_scores
+    from skprior.metrics import expected_calibration_error
 
     monkeypatch.setattr(_steps, "BLOCK_ENTRIES", 2**14)  # (several blocks)
     proba, labels = load_model_outputs("lenet-5-cifar-100")
@@ -217,8 +229,63 @@ def test_scores_by_blocks_equal_the_scores_of_the_whole(monkeypatch):
     labels = labels[:3000]
     args = SimpleNamespace(quiet=True, command="calibrate")
     softmax = partial(softmax_temperature, temperature=1.0)
-    by_blocks = _steps._scores_by_blocks(args, softmax, logits, labels, "before")
-    whole = scores(softmax(logits), labels)
-    assert by_blocks.keys() == whole.keys()
-    for name, value in whole.items():
+    rows = _steps.summaries(args, softmax, logits, labels, "before")
+    assert all(len(column) == 3000 for column in rows)
+    by_blocks = summary_scores(*rows)
+    whole = softmax(logits)
+    picked = whole[np.arange(3000), labels].astype(np.float64)
+    expected = {
+        "accuracy": np.mean(np.argmax(whole, axis=1) == labels),
+        "ECE": expected_calibration_error(labels, whole, labels=np.arange(100)),
+        "NLL": -np.mean(np.log(picked)),
+    }
+    assert by_blocks.keys() == expected.keys()
+    for name, value in expected.items():
         assert by_blocks[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["calibrate", "z.npy", "--fit-labels", "y.npy", "--logits"],
+        ["adapt", "p.npy", "--prior", PRIOR, "--shift-level", "1"],
+        ["can", "p.npy", "--prior", PRIOR, "--tau", "0.5"],
+    ],
+    ids=["calibrate", "adapt", "can"],
+)
+def test_diagram_from_the_rows_summaries(folder, capsys, monkeypatch, command):
+    """The diagram drawn from the rows' summaries (neither array kept whole)
+    has the curves and ECEs of ReliabilityDisplay on the arrays before and
+    after."""
+    pytest.importorskip("matplotlib")
+    from skprior import ReliabilityDisplay
+    from skprior.metrics import expected_calibration_error, reliability_curve
+
+    drawn = []
+    plot = ReliabilityDisplay.plot
+
+    def captured(self, **kwargs):
+        drawn.append(self)
+        return plot(self, **kwargs)
+
+    monkeypatch.setattr(ReliabilityDisplay, "plot", captured)
+    argv = [*command, "--labels", "y.npy", "-o", "out.npy", "--diagram", "d.png"]
+    run(capsys, *argv)
+    assert (folder / "d.png").stat().st_size > 0
+    labels = np.load("y.npy")
+    if command[0] == "calibrate":
+        before = softmax_temperature(np.load("z.npy"), 1.0)
+    else:
+        before = np.load("p.npy")
+    after = np.load("out.npy")
+    assert np.any(after != before)
+    assert [display.estimator_name for display in drawn] == ["before", "after"]
+    classes = np.arange(10)
+    for display, proba in zip(drawn, [before, after], strict=True):
+        accuracy, confidence, _ = reliability_curve(labels, proba, labels=classes)
+        # (the library returns float32 for float32 input; the diagram float64)
+        np.testing.assert_allclose(display.accuracy, accuracy, rtol=1e-6)
+        np.testing.assert_allclose(display.confidence, confidence, rtol=1e-6)
+        ece = expected_calibration_error(labels, proba, labels=classes)
+        assert display.ece == pytest.approx(ece, rel=1e-9)
+        np.testing.assert_array_equal(display.y_confidence, proba.max(axis=1))
