@@ -1,6 +1,5 @@
 """What every wrapper shares: the inner model, the training prior, the protocol."""
 
-import contextlib
 import functools
 
 import numpy as np
@@ -24,7 +23,6 @@ from sklearn.svm import SVC
 from skprior import (
     CANClassifier,
     PriorAdaptedClassifier,
-    TemperatureCalibratedClassifier,
 )
 from tests._wrappers import CONFIGURATIONS, make
 
@@ -235,17 +233,16 @@ def test_train_prior_is_weighted_label_frequency(make_wrapper, data, fitted_mode
 def test_given_train_prior_overrides_frequencies(make_wrapper, data, fitted_model):
     """An explicit train_prior is used (renormalised), not the labels of fit."""
     _, X_val, _, y_val = data
+    _skip_without_train_prior(make_wrapper(fitted_model))
     wrapper = make_wrapper(fitted_model, train_prior=[0.2, 0.3, 0.5])
-    with _deprecated_train_prior(wrapper):
-        wrapper.fit(X_val, y_val)
+    wrapper.fit(X_val, y_val)
     np.testing.assert_allclose(wrapper.train_prior_, [0.2, 0.3, 0.5])
 
 
-def _deprecated_train_prior(wrapper):
-    """The FutureWarning of the temperature wrapper's train_prior, else nothing."""
-    if isinstance(wrapper, TemperatureCalibratedClassifier):
-        return pytest.warns(FutureWarning, match="train_prior .* is deprecated")
-    return contextlib.nullcontext()
+def _skip_without_train_prior(wrapper):
+    """The temperature wrapper has no train_prior (its calibration uses none)."""
+    if "train_prior" not in wrapper.get_params():
+        pytest.skip(f"{type(wrapper).__name__} has no train_prior parameter")
 
 
 @pytest.mark.parametrize(
@@ -352,9 +349,10 @@ def test_inputs_are_not_modified(make_wrapper, data, fitted_model):
     prior = np.array([0.2, 0.3, 0.5])
     weights = np.ones(len(y_val))
     copies = [a.copy() for a in (X_val, y_val, prior, weights)]
-    wrapper = make_wrapper(fitted_model, train_prior=prior)
-    with _deprecated_train_prior(wrapper):
-        wrapper.fit(X_val, y_val, sample_weight=weights).predict_proba(X_val)
+    wrapper = make_wrapper(fitted_model)
+    if "train_prior" in wrapper.get_params():
+        wrapper.set_params(train_prior=prior)
+    wrapper.fit(X_val, y_val, sample_weight=weights).predict_proba(X_val)
     for original, copy in zip((X_val, y_val, prior, weights), copies, strict=True):
         np.testing.assert_array_equal(original, copy)
 
@@ -429,9 +427,10 @@ def test_fitted_attributes_never_alias_the_callers_arrays(
     _, X_val, _, y_val = data
     weights = np.linspace(0.5, 2.0, len(y_val))
     train_prior = np.array([0.3, 0.3, 0.4])
-    wrapper = make_wrapper(fitted_model, train_prior=train_prior)
-    with _deprecated_train_prior(wrapper):
-        wrapper.fit(X_val, y_val, sample_weight=weights)
+    wrapper = make_wrapper(fitted_model)
+    if "train_prior" in wrapper.get_params():
+        wrapper.set_params(train_prior=train_prior)
+    wrapper.fit(X_val, y_val, sample_weight=weights)
     for name, value in _arrays_of(wrapper).items():
         for array in (X_val, y_val, weights, train_prior):
             assert not np.shares_memory(value, array), name

@@ -10,13 +10,13 @@ import numpy as np
 
 from skprior._base import BasePriorClassifier
 from skprior._utils._array_api import get_namespace, safe_log, working_dtype_results
-from skprior._utils._constraints import CONSTRAINTS, constraints
+from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_REG_LAMBDA,
     DEFAULT_REG_MU,
     DEFAULT_TEMPERATURE_METHOD,
 )
-from skprior._utils._sklearn_compat import HasMethods, StrOptions
+from skprior._utils._sklearn_compat import HasMethods
 from skprior._utils._validation import check_logits, warn_user
 from skprior.calibration._classwise import (
     fit_dirichlet_calibration,
@@ -87,12 +87,6 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         value of λ tried (1); a line per step (2). See the ``verbose`` of
         :func:`fit_temperature`, :func:`fit_bias_corrected_temperature`,
         :func:`fit_vector_scaling` and :func:`fit_dirichlet_calibration`.
-    train_prior : array-like of shape (n_classes,), dict or Series, \
-            default="deprecated"
-        Deprecated in 0.1, to be removed in 0.3 (a ``FutureWarning``): the
-        calibration does not use it, and an outer ``PriorAdaptedClassifier``
-        or ``CANClassifier`` takes its own. Given, it is stored as
-        ``train_prior_`` as before.
 
     Attributes
     ----------
@@ -173,7 +167,11 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
     """
 
     _parameter_constraints: dict = {
-        **BasePriorClassifier._parameter_constraints,
+        **{
+            name: constraint
+            for name, constraint in BasePriorClassifier._parameter_constraints.items()
+            if name != "train_prior"  # (not a parameter: see _given_train_prior)
+        },
         "estimator": [
             HasMethods(["fit", "predict_proba"]),
             HasMethods(["fit", "decision_function"]),
@@ -182,7 +180,6 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         **constraints(
             method="calibration_method", reg_lambda="reg_lambda", reg_mu="reg_mu"
         ),
-        "train_prior": [*CONSTRAINTS["optional_prior"], StrOptions({"deprecated"})],
         "verbose": ["verbose"],
     }
 
@@ -193,26 +190,19 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         method=DEFAULT_TEMPERATURE_METHOD,
         reg_lambda=DEFAULT_REG_LAMBDA,
         reg_mu=DEFAULT_REG_MU,
-        train_prior="deprecated",
         verbose=0,
     ):
         self.estimator = estimator
         self.method = method
         self.reg_lambda = reg_lambda
         self.reg_mu = reg_mu
-        self.train_prior = train_prior
         self.verbose = verbose
 
     def _given_train_prior(self):
-        if isinstance(self.train_prior, str) and self.train_prior == "deprecated":
-            return None
-        warn_user(
-            "train_prior of TemperatureCalibratedClassifier is deprecated (0.1) and "
-            "will be removed in 0.3: the calibration does not use it. An outer "
-            "PriorAdaptedClassifier or CANClassifier takes its own train_prior.",
-            FutureWarning,
-        )
-        return self.train_prior
+        # (no train_prior parameter: the calibration does not use a prior,
+        # and an outer PriorAdaptedClassifier or CANClassifier takes its own;
+        # train_prior_ holds the fit labels' frequencies, for such a wrapper)
+        return None
 
     def _inner_output(self, X):
         """The inner model's logits for ``X``, shape (n_samples, n_classes)."""
