@@ -98,6 +98,7 @@ def _library_errors():
         Case("dirichlet-1200-classes", lambda: sp.fit_dirichlet_calibration(
             np.zeros((2400, 1200)), np.arange(2400) % 1200), "Dirichlet.*at most"),
     ]  # fmt: skip
+    cases += _out_cases(proba)
     for fit in (sp.fit_temperature, sp.fit_bias_corrected_temperature,
                 sp.fit_vector_scaling):  # fmt: skip
         for sign in (1, -1):
@@ -122,6 +123,28 @@ def _library_errors():
                           lambda call=call: call(meta, meta, labels),
                           "on PyTorch's 'meta' device"))  # fmt: skip
     return cases
+
+
+def _out_cases(proba):
+    """``alternating_normalization(..., out=)`` with a bad ``out``."""
+    from skprior import alternating_normalization
+
+    prior = np.full(proba.shape[1], 1 / proba.shape[1])
+    read_only = np.empty_like(proba)
+    read_only.flags.writeable = False
+    twice = np.concatenate([proba, proba])
+    bad = {
+        "shape": (proba, np.empty((2, 2)), "has shape"),
+        "dtype": (proba, proba.astype(np.float32), "dtype float32"),
+        "read-only": (proba, read_only, "read-only"),
+        "overlapping": (twice[:-1], twice[1:], "overlaps proba"),
+        "list": (proba, proba.tolist(), "out"),
+    }
+    return [
+        Case(f"can-out-{name}",
+             lambda p=p, o=o: alternating_normalization(p, prior, out=o), match)
+        for name, (p, o, match) in bad.items()
+    ]  # fmt: skip
 
 
 def _rlls_inputs(n_classes):
