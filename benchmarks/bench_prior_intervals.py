@@ -244,7 +244,9 @@ def split_scatter(name, n, args):
     print(
         f"{name[:26]:<27}{n:>6} | {len(coverage)} splits x {args.shifts} shifts: "
         f"mean {coverage.mean():.1f}%, sd {coverage.std(ddof=1):.1f}, "
-        f"range {coverage.min():.1f}-{coverage.max():.1f}%",
+        f"range {coverage.min():.1f}-{coverage.max():.1f}%, below / in / above "
+        f"93-97%: {np.sum(coverage < 93)} / "
+        f"{np.sum((coverage >= 93) & (coverage <= 97))} / {np.sum(coverage > 97)}",
         flush=True,
     )
 
