@@ -33,7 +33,13 @@ The protocol's coverage is conditional on one calibration half and one pool,
 whose sampling errors every shift shares. ``--random-splits R`` measures how
 much that matters: R random halvings of the same output (BCTS refitted on
 each calibration half), ``--shifts`` shifts each, the honest interval's
-coverage per split (mean, standard deviation across splits, range).
+coverage per split (mean, standard deviation across splits, range, and how
+many splits fall below, in and above the issue's 93-97 %).
+
+The calibration set is the one BCTS was fitted on (in sample; to first order
+that does not matter, see ``_intervals.py``). ``--cross-fit F`` checks it:
+each of F folds of the first half is calibrated by BCTS fitted on the other
+folds, the batches still by BCTS fitted on the whole half.
 
 "boundary" is the coverage of the classes the MLE puts at the boundary
 (below half a row), counted in the honest column too. Seeded: the same
@@ -44,7 +50,7 @@ Usage::
 
     python benchmarks/bench_prior_intervals.py [--shifts 500] [--all]
         [--bootstrap-shifts 20] [--quapy-shifts 4] [--plot docs/user_guide/...]
-        [--random-splits 20 --shifts 50]
+        [--random-splits 20 --shifts 50] [--cross-fit 5]
 """
 
 import argparse
