@@ -64,9 +64,11 @@ Three readings of the right-hand side:
   of the EM gradients at the estimate, and its error the sum of the batch's
   sampling error and that of quantities measured on labelled data, as Vaz et
   al. (2019) derive for ratio estimators. It assumes label shift, not
-  calibration, at the cost of one pass over the calibration set. When that
-  set is the one the calibration map was fitted to, its misfit is measured
-  in sample (slightly optimistic).
+  calibration, at the cost of one pass over the calibration set. It may be
+  the set the calibration map was fitted to (parameters :math:`\hat\theta`;
+  :math:`\theta^*` in the population): the fit's error moves the set's class
+  means and the batch's alike, :math:`\hat\mu(\hat\theta) - \mu(\hat\theta)
+  = \hat\mu(\theta^*) - \mu(\theta^*) + O(1/n_{cal})`.
 
 **Repeated rows.** The three spreads above take the batch's rows as
 independent draws. A batch that holds some rows several times (an image

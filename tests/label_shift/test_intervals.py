@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import load_model_outputs
 from scipy.special import ndtri, softmax
 
 from skprior import estimate_test_prior
@@ -330,6 +331,54 @@ def test_cifar10_with_bcts_calibration(cifar10):
         fisher_hits.append((low <= counts / 1000) & (counts / 1000 <= high))
     assert 0.9 <= np.mean(hits) <= 0.99
     assert np.mean(fisher_hits) > np.mean(hits)
+
+
+def test_calibration_share_is_the_spread_over_refitted_calibration_sets():
+    # The honest interval's calibration term, sum_j pi_j^2 / n_j W_j carried
+    # through the solve, against a naive loop on a weak real model (LeNet-5,
+    # 53 % accurate): the calibration set resampled within each class, BCTS
+    # refitted on it (the map is fitted on the same set, in sample), the
+    # batch recalibrated, re-estimated and its interval's centre recorded.
+    from skprior import fit_bias_corrected_temperature, softmax_temperature
+
+    proba, labels = load_model_outputs("lenet-5-cifar-10")
+    logits = np.log(proba.astype(np.float64))
+    y_cal = labels[:5000]
+    rng = np.random.default_rng(0)
+    prior = [0.2, 0.15, 0.15, 0.1, 0.1, 0.1, 0.08, 0.05, 0.04, 0.03]
+    batch = np.concatenate(
+        [
+            rng.choice(np.flatnonzero(labels[5000:] == k) + 5000, c, replace=False)
+            for k, c in enumerate(np.rint(2000 * np.array(prior)).astype(int))
+        ]
+    )  # (distinct rows: no repeats)
+    q = np.bincount(y_cal, minlength=10) / 5000
+
+    def honest(pick, tiles=1):
+        t, bias = fit_bias_corrected_temperature(logits[pick], y_cal[pick])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimate = estimate_test_prior(
+                softmax_temperature(logits[batch], t, bias), q, solver="squarem"
+            )
+        cal = softmax_temperature(logits[pick], t, bias)
+        return estimate.confidence_interval(
+            calibration=(np.tile(cal, (tiles, 1)), np.tile(y_cal[pick], tiles))
+        )
+
+    z = ndtri(0.975)
+    low, high = honest(np.arange(5000))
+    # The batch's share alone: the same class means from 1,000 times the rows.
+    batch_low, batch_high = honest(np.arange(5000), tiles=1000)
+    share = ((high - low) ** 2 - (batch_high - batch_low) ** 2) / (2 * z) ** 2
+    classes = [np.flatnonzero(y_cal == k) for k in range(10)]
+    centres = []
+    for _ in range(100):
+        low, high = honest(np.concatenate([rng.choice(c, len(c)) for c in classes]))
+        centres.append((low + high) / 2)
+    ratio = np.std(centres, axis=0) / np.sqrt(share)
+    assert np.all((0.7 < ratio) & (ratio < 1.4)), ratio
+    assert 0.9 < ratio.mean() < 1.15, ratio
 
 
 def test_result_fields_print_and_compare_as_before(data):
