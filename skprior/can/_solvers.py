@@ -49,6 +49,7 @@ from skprior._utils._array_api import (
 )
 from skprior._utils._kernels import column_sums, integer_view, row_blocks, row_maxima
 from skprior._utils._kernels import row_sums as numpy_row_sums
+from skprior.can._logs import log_domain
 
 # The factored form of CAN with d > 1 is exact while the row and column scales
 # of each low-confidence row's iteration spread over less than exp(600)
@@ -272,18 +273,28 @@ def _one_step(xp, is_numpy, column_sums, in_logs, prior, alpha, rows):
     return out, False
 
 
-def _iterated_solver(xp, is_numpy, reference, weight, prior, alpha, n_iter):
+def _iterated_solver(xp, is_numpy, reference, weight, selected, prior, alpha, n_iter):
     """CAN with ``n_iter`` iterations: a function of the low-confidence rows.
 
-    ``reference`` holds the confident rows, each counted ``weight`` times in the
-    column sums. See the module docstring for the factored form
-    ``A_t = diag(u) R_t diag(v)``: ``R_t`` and the logs of the starting scales
-    are computed here once, and the returned function advances a block of rows
-    together (``n_rows x n_reference`` work arrays), returning the corrected
-    rows and a mask of those whose scales span too wide a range for the
-    factored form to be exact (see :func:`_iterate_block`).
+    The rows of ``reference`` where ``selected`` holds are the confident ones,
+    each counted ``weight`` times in the column sums. See the module
+    docstring for the factored form ``A_t = diag(u) R_t diag(v)``: ``R_t``
+    and the logs of the starting scales are computed here once; the returned
+    function advances a block of rows together (``n_rows x n_reference``
+    work arrays), returning the corrected rows and a mask of those whose
+    scales span too wide a range for the factored form to be exact (see
+    :func:`_iterate_block`).
     """
-    base = xp.astype(reference, prior.dtype)  # a copy, scaled in place to R_0
+    # The confident rows in the working dtype, scaled in place to R_0 (NumPy:
+    # copied by row blocks, with no copy of them in the input's dtype)
+    if is_numpy:
+        index = np.flatnonzero(selected)
+        base = np.empty((index.size, reference.shape[1]), dtype=prior.dtype)
+        for rows in row_blocks(*base.shape):
+            base[rows] = reference[index[rows]]
+    else:
+        base = xp.astype(reference[selected], prior.dtype)
+    weight = weight[selected]
     row_max = xp.max(base, axis=1)
     base /= row_max[:, None]
     col_max = xp.max(base, axis=0)
@@ -385,68 +396,6 @@ def _iterate_block(
     return xp.exp(log_b), lost
 
 
-def _sparse_logsumexp(terms, axis):
-    """``logsumexp(terms, axis)`` over the terms within ``e**50`` of the largest.
-
-    NumPy. Each of the others adds less than ``e**-50 = 2e-22`` of the
-    largest, and they are most of the terms when ``terms`` spans a wide range:
-    only the kept ones are exponentiated. (An all ``-inf`` line keeps nothing
-    and gives ``-inf``.)
-    """
-    lines = np.moveaxis(terms, axis, -1)
-    shape, lines = lines.shape[:-1], lines.reshape(-1, lines.shape[-1])
-    peak = lines.max(axis=1)
-    i, j = np.nonzero(lines > peak[:, None] - 50.0)  # grouped by line i
-    out = np.full(lines.shape[0], -np.inf)
-    if i.size:
-        starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
-        total = np.add.reduceat(np.exp(lines[i, j] - peak[i]), starts)
-        out[i[starts]] = np.log(total) + peak[i[starts]]
-    return out.reshape(shape)
-
-
-def _log_domain(xp, is_numpy, rows, reference, weight, prior, alpha, n_iter):
-    """CAN in logs, for the rows where the fast forms lose digits.
-
-    The same factored iteration as :func:`_iterate_block`, with ``u``, ``v``
-    and ``R_t = A0**(alpha**t)`` (scaled) all kept in logs, so nothing under-
-    or overflows at any ``alpha ** n_iter``; the cost is of order
-    ``n_reference * n_classes * n_iter`` per row, in blocks of rows. NumPy
-    sums over ``R_t`` only the terms within ``e**50`` of the largest
-    (:func:`_sparse_logsumexp`), which are few when ``alpha ** t`` is large,
-    as it is where the fast form fails.
-    """
-    reference = xp.astype(reference, prior.dtype)
-    log_row_max = xp.log(xp.max(reference, axis=1))
-    log_reference = xp.log(reference) - log_row_max[:, None]
-    log_col_max = xp.max(log_reference, axis=0)
-    log_col_max = xp.where(xp.isfinite(log_col_max), log_col_max, 0.0)
-    log_base = (log_reference - log_col_max)[None, :, :]  # rows, columns: max 0
-    n_terms = reference.shape[0] * reference.shape[1]
-    log_prior, log_weight = xp.log(prior), xp.log(weight)
-    lse = _sparse_logsumexp if is_numpy else functools.partial(logsumexp, xp)
-    pieces = []
-    for block in _blocks(xp, is_numpy, rows.shape[0], n_terms):
-        log_b = xp.log(xp.astype(rows[block, :], prior.dtype))
-        log_u, log_v, power = log_row_max[None, :], log_col_max[None, :], 1.0
-        for t in range(n_iter):
-            power *= alpha
-            log_power = power * log_base
-            scale = alpha * log_u + log_weight
-            log_col = lse(scale[:, :, None] + log_power, axis=1)
-            log_col = xp.logaddexp(log_col + alpha * log_v, alpha * log_b)
-            empty = log_col == -xp.inf  # 0 / 0 = 0
-            log_col = xp.where(empty, 0.0, log_col)
-            log_b = xp.where(empty, -xp.inf, alpha * log_b + log_prior - log_col)
-            log_b = log_b - logsumexp(xp, log_b, axis=1)[:, None]
-            if t + 1 < n_iter:
-                log_h = xp.where(empty, -xp.inf, alpha * log_v + log_prior - log_col)
-                log_u = -lse(log_power + log_h[:, None, :], axis=2)
-                log_v = log_h
-        pieces.append(xp.exp(log_b))
-    return xp.concat(pieces)
-
-
 def _put_rows(xp, target, mask, values):
     """``target`` with its rows where ``mask`` holds replaced by ``values``.
 
@@ -523,8 +472,8 @@ def can_rows(
             total = _column_sums(xp, is_numpy, reference, weight, alpha, in_logs)
             sums = total, in_logs
     if sums is None:
-        confident = reference[selected], weight[selected]
-        solve = _iterated_solver(xp, is_numpy, *confident, prior, alpha, n_iter)
+        given = (reference, weight, selected, prior, alpha, n_iter)
+        solve = _iterated_solver(xp, is_numpy, *given)
         width = max(n_reference, n_classes)
     else:
         solve = functools.partial(_one_step, xp, is_numpy, *sums, prior, alpha)
@@ -537,7 +486,7 @@ def can_rows(
         if n_reference and bool(xp.any(lost)):
             if confident is None:  # (the confident rows, copied once)
                 confident = reference[selected], weight[selected]
-            redone = _log_domain(
+            redone = log_domain(
                 xp, is_numpy, rows[lost], *confident, prior, alpha, n_iter
             )
             corrected = _put_rows(xp, corrected, lost, redone)
