@@ -190,10 +190,14 @@ class AggregatingPrior:
         margin=0.01,
         share=0.01,
         em_steps=3,
+        trend_horizons=None,
     ):
         given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
         self.horizons = _check_horizons(horizons)
+        self.trend_horizons, self._trend_of = _check_trend_horizons(
+            trend_horizons, self.horizons
+        )
         self.concentration = _check_number(concentration, "concentration", 0.0)
         self.learning_rate = _check_number(learning_rate, "learning_rate", 0.0)
         self.margin = _check_number(margin, "margin", 0.0, closed=True)
@@ -203,19 +207,57 @@ class AggregatingPrior:
         if em_steps < 1:
             raise ValueError(f"em_steps must be at least 1, got {em_steps}.")
         self.em_steps = int(em_steps)
-        n_experts = len(self.horizons) + 1
+        n_classes, n_trends = len(self.train_prior), len(self._trend_of)
+        n_experts = len(self.horizons) + 1 + n_trends
         self.n_seen_ = 0
-        self._sums = np.zeros((n_experts - 1, len(self.train_prior)))
-        self._counts = np.zeros(n_experts - 1)
+        self._sums = np.zeros((len(self.horizons), n_classes))
+        self._counts = np.zeros(len(self.horizons))
+        # (the trend experts' discounted moments of the rows' ages: sum of
+        # w age and w age^2 over rows, and of w age r over responsibilities;
+        # the zeroth moments are the forgetting experts' counts and sums)
+        self._age_moments = np.zeros((2, n_trends))
+        self._age_sums = np.zeros((n_trends, n_classes))
+        self._last_rows = 1
         self._log_weights = np.full(n_experts, -np.log(n_experts))
         self.prior_ = like(self.train_prior, train_prior)
 
     @property
     def experts_(self):
+        return np.vstack([self._forgetting_experts(), self._trend_experts()])
+
+    def _forgetting_experts(self):
+        """The training prior, then the forgetting MAP priors (1 + H) x K."""
         q = self.train_prior
         c = self.concentration * q.size
         forgetting = (self._sums + c * q) / (self._counts + c)[:, None]
         return np.vstack([q, forgetting])
+
+    def _trend_experts(self):
+        """The discounted local-linear forecasts for the next batch, T x K.
+
+        Per class, the weighted least-squares line ``a + beta * age``
+        through the rows' responsibilities (weight ``d^age`` per row, age in
+        rows, 0 for the last batch), taken at age ``-b`` (the next batch, as
+        large as the last); clipped at 0 and renormalised (the line sums to
+        one, its values need not be >= 0), then the same pseudo-rows as the
+        forgetting experts: ``(N f + c q) / (N + c)``. Without two distinct
+        ages (one batch seen) the line is flat: the forgetting estimate.
+        """
+        q = self.train_prior
+        c = self.concentration * q.size
+        n, s0 = self._counts[self._trend_of], self._sums[self._trend_of]
+        (m1, m2), s1 = self._age_moments, self._age_sums
+        det = n * m2 - m1**2
+        sloped = det > 1e-9 * n * m2
+        det = np.where(sloped, det, 1.0)[:, None]
+        level = (s0 * m2[:, None] - s1 * m1[:, None]) / det
+        slope = (s1 * n[:, None] - s0 * m1[:, None]) / det
+        flat = s0 / np.maximum(n, 1.0)[:, None]
+        forecast = np.where(sloped[:, None], level - self._last_rows * slope, flat)
+        forecast = np.maximum(forecast, 0.0)
+        total = forecast.sum(axis=1, keepdims=True)
+        forecast = np.where(total > 0, forecast / np.where(total > 0, total, 1.0), q)
+        return (n[:, None] * forecast + c * q) / (n + c)[:, None]
 
     @property
     def weights_(self):
@@ -259,19 +301,39 @@ class AggregatingPrior:
             )
         self._log_weights = log_weights - logsumexp(np, log_weights, axis=0)
         decay = np.exp(-n_rows / self.horizons)
+        self._age_rows(decay[self._trend_of], n_rows)
         kept = decay[:, None] * self._sums
         self._counts = decay * self._counts + n_rows
+        n_forgetting = len(self.horizons) + 1
+        experts, back = experts[:n_forgetting], back[:, :n_forgetting]
         for step in range(self.em_steps):
             # (EM steps on this batch, the older rows' sums kept: the first
             # at the estimates scored above, each further one at the last)
             if step:
-                experts = self.experts_
+                experts = self._forgetting_experts()
                 back = _scores(ratios, experts)[1]
             self._sums = kept + experts[1:] * back.T[1:]
+        self._last_rows = n_rows
         self.n_seen_ += n_rows
         prior = self.weights_ @ self.experts_
         self.prior_ = like(prior / prior.sum(), proba)
         return self
+
+    def _age_rows(self, decay, n_rows):
+        """Every row seen gets ``n_rows`` older, then the moments decay.
+
+        With ages ``a -> a + b``: ``sum w a^2 -> sum w a^2 + 2 b sum w a + b^2
+        sum w``, ``sum w a -> sum w a + b sum w`` (and the same for the
+        responsibilities); then every weight times ``d``. The new batch, at
+        age 0, adds to the zeroth moments only (the counts and sums).
+        """
+        (m1, m2), n = self._age_moments, self._counts[self._trend_of]
+        self._age_moments = decay * np.stack(
+            [m1 + n_rows * n, m2 + 2 * n_rows * m1 + n_rows**2 * n]
+        )
+        self._age_sums = decay[:, None] * (
+            self._age_sums + n_rows * self._sums[self._trend_of]
+        )
 
 
 def _scores(ratios, experts):
@@ -298,6 +360,22 @@ def _check_horizons(horizons):
     if not np.all(np.isfinite(values)):
         raise ValueError(f"horizons must be finite, got {horizons!r}.")
     return values
+
+
+def _check_trend_horizons(trend_horizons, horizons):
+    """The trend horizons and their positions among ``horizons``."""
+    if trend_horizons is None:
+        trend_horizons = horizons[horizons >= 800]
+    values = np.asarray(trend_horizons, dtype=float).reshape(-1)
+    missing = values[~np.isin(values, horizons)]
+    if missing.size or np.unique(values).size != values.size:
+        raise ValueError(
+            f"trend_horizons must be distinct values among horizons "
+            f"{horizons.tolist()} (a trend expert shares the forgetting "
+            f"expert's sums), got {trend_horizons!r}."
+        )
+    positions = [int(np.flatnonzero(horizons == h)[0]) for h in values]
+    return values, np.array(positions, dtype=np.intp)
 
 
 def _check_number(value, name, lower, upper=np.inf, closed=False):
