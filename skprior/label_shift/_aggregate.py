@@ -49,7 +49,20 @@ class AggregatingPrior:
       sums held), as one E-step per row is slow to converge for a weak model.
       The pseudo-rows keep every class off the simplex's boundary (no class
       is driven to ~0, as the MLE of a few rows does) and pull a noisy
-      estimate towards :math:`q`.
+      estimate towards :math:`q`;
+    - for each trend horizon (``trend_horizons``, among the horizons), the
+      forecast of a prior that drifts linearly: per class, the discounted
+      least-squares line through the rows' responsibilities against their
+      age :math:`a` (rows since their batch; each row weighted
+      :math:`e^{-a/H_e}`, as in :math:`S_e`; Brown's discounted regression,
+      1963), taken one batch ahead, clipped at 0 and renormalised, then with
+      the same pseudo-rows. A forgetting (or fixed-window) estimate lags a
+      linear drift by about its horizon; the line removes that lag at the
+      cost of a larger variance, so only the longer horizons get one. It
+      shares :math:`S_e` and :math:`N_e` and adds the discounted moments
+      :math:`\sum w a`, :math:`\sum w a^2` (2 floats) and :math:`\sum w a\,r`
+      (K floats), each updated in :math:`O(K)` when every row gets
+      :math:`b_t` rows older.
 
     Each expert's loss on a batch is the negative log-likelihood of its
     *unlabelled* rows under the prior it predicted before seeing them,
@@ -79,7 +92,7 @@ class AggregatingPrior:
     there, at a cost of about :math:`\log(1/\alpha)` per switch). Larger
     :math:`\eta` switches faster (``learning_rate``).
 
-    State: :math:`M \times K + 2M` floats, whatever the stream's length;
+    State: at most :math:`2M \times K + 4M` floats, whatever the stream's length;
     cost per update :math:`O(bKM)` per EM step. The batch crosses to the host
     once (one transfer, one ``dask.compute`` for Dask): ``b x K`` numbers,
     where the state lives; ``prior_`` is handed back in the batch's
@@ -110,6 +123,11 @@ class AggregatingPrior:
         changes.
     em_steps : int, default=3
         EM steps on each batch (each one more pass over the batch).
+    trend_horizons : sequence of float, default=None
+        The horizons (among ``horizons``) that also get a trend expert;
+        ``None``: those of at least 800 rows; ``()``: none. Added for slow
+        monotone drift, where a forgetting estimate lags (the CIFAR-10
+        streams of ``docs/results_stream.md``, section 0.0).
 
     Attributes
     ----------
@@ -119,7 +137,7 @@ class AggregatingPrior:
         batch.
     weights_ : ndarray of shape (n_experts,)
         Weights of the experts: the training prior first, then one per
-        horizon.
+        horizon, then one per trend horizon.
     experts_ : ndarray of shape (n_experts, n_classes)
         The experts' priors, in the same order.
     n_seen_ : int
