@@ -92,7 +92,8 @@ class AggregatingPrior:
     there, at a cost of about :math:`\log(1/\alpha)` per switch). Larger
     :math:`\eta` switches faster (``learning_rate``).
 
-    State: at most :math:`2M \times K + 4M` floats, whatever the stream's length;
+    State: at most :math:`M \times K + 4M` floats for :math:`M` experts
+    (:math:`q`, the forgetting and the trend ones), whatever the stream's length;
     cost per update :math:`O(bKM)` per EM step. The batch crosses to the host
     once (one transfer, one ``dask.compute`` for Dask): ``b x K`` numbers,
     where the state lives; ``prior_`` is handed back in the batch's

@@ -172,6 +172,31 @@ def test_aggregating_prior_follows_a_shift(cifar10):
         assert tracker.prior_.min() > 1e-3
 
 
+def test_trend_experts_remove_the_lag_of_a_linear_drift(cifar10):
+    """On CIFAR-10 outputs whose prior moves linearly over 4,000 rows, the
+    trend experts' forecasts of the next batch's prior are far closer to it
+    than the forgetting experts of the same horizons (which lag by about
+    their horizon), and than the mixture without trend experts."""
+    proba, labels = cifar10
+    q = np.bincount(labels, minlength=10) / len(labels)
+    start, end = np.random.default_rng(5).dirichlet(np.full(10, 0.5), size=2)
+    path = np.linspace(0, 1, 401)[:, None] * (end - start) + start
+    tracker = AggregatingPrior(q)
+    without = AggregatingPrior(q, trend_horizons=())
+    for t in range(400):
+        batch = stationary_stream(proba, labels, path[t], 10, seed=t)
+        tracker.update(batch)
+        without.update(batch)
+    experts = tracker.experts_
+    forgetting, trend = experts[5:8], experts[8:]  # (horizons 800, 1600, 3200)
+    error = np.abs(trend - path[400]).sum(axis=1)
+    assert np.all(error < 0.5 * np.abs(forgetting - path[400]).sum(axis=1))
+    assert (
+        np.abs(tracker.prior_ - path[400]).sum()
+        < 0.7 * np.abs(without.prior_ - path[400]).sum()
+    )
+
+
 def test_aggregating_prior_state_is_constant(cifar100):
     """The pickled tracker has the same size after 100 and 1,000 updates."""
     proba = cifar100[0][:10_000].astype(np.float64)
