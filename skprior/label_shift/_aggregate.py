@@ -237,12 +237,13 @@ class AggregatingPrior:
         self._age_moments = np.zeros((2, n_trends))
         self._age_sums = np.zeros((n_trends, n_classes))
         self._last_rows = 1
+        self._trends = self._trend_experts()  # (kept: they change with update only)
         self._log_weights = np.full(n_experts, -np.log(n_experts))
         self.prior_ = like(self.train_prior, train_prior)
 
     @property
     def experts_(self):
-        return np.vstack([self._forgetting_experts(), self._trend_experts()])
+        return np.vstack([self._forgetting_experts(), self._trends])
 
     def _forgetting_experts(self):
         """The training prior, then the forgetting MAP priors (1 + H) x K."""
@@ -265,17 +266,18 @@ class AggregatingPrior:
         q = self.train_prior
         c = self.concentration * q.size
         n, s0 = self._counts[self._trend_of], self._sums[self._trend_of]
-        (m1, m2), s1 = self._age_moments, self._age_sums
+        (m1, m2), s1, b = self._age_moments, self._age_sums, self._last_rows
+        # (level - b slope = (s0 (m2 + b m1) - s1 (m1 + b n)) / det, by the
+        # normal equations; flat, s0 / n, where det is ~0: one age)
         det = n * m2 - m1**2
         sloped = det > 1e-9 * n * m2
-        det = np.where(sloped, det, 1.0)[:, None]
-        level = (s0 * m2[:, None] - s1 * m1[:, None]) / det
-        slope = (s1 * n[:, None] - s0 * m1[:, None]) / det
-        flat = s0 / np.maximum(n, 1.0)[:, None]
-        forecast = np.where(sloped[:, None], level - self._last_rows * slope, flat)
-        forecast = np.maximum(forecast, 0.0)
-        total = forecast.sum(axis=1, keepdims=True)
-        forecast = np.where(total > 0, forecast / np.where(total > 0, total, 1.0), q)
+        det = np.where(sloped, det, 1.0)
+        on_s0 = np.where(sloped, (m2 + b * m1) / det, 1.0 / np.maximum(n, 1.0))
+        on_s1 = np.where(sloped, (m1 + b * n) / det, 0.0)
+        forecast = np.maximum(s0 * on_s0[:, None] - s1 * on_s1[:, None], 0.0)
+        # (the line sums to one, so the clipped one to >= 1; 0 before any row)
+        total = np.maximum(forecast.sum(axis=1), np.finfo(np.float64).tiny)
+        forecast /= total[:, None]
         return (n[:, None] * forecast + c * q) / (n + c)[:, None]
 
     @property
@@ -333,6 +335,7 @@ class AggregatingPrior:
                 back = _scores(ratios, experts)[1]
             self._sums = kept + experts[1:] * back.T[1:]
         self._last_rows = n_rows
+        self._trends = self._trend_experts()
         self.n_seen_ += n_rows
         prior = self.weights_ @ self.experts_
         self.prior_ = like(prior / prior.sum(), proba)
