@@ -221,6 +221,9 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"margin": -0.1}, "margin"),
         ({"margin": np.inf}, "margin"),
         ({"em_steps": 0}, "em_steps"),
+        ({"trend_horizons": (500,)}, "trend_horizons"),
+        ({"trend_horizons": (800, 800)}, "trend_horizons"),
+        ({"horizons": (5, 30), "trend_horizons": (5, 40)}, "trend_horizons"),
     ],
 )
 def test_aggregating_prior_refuses_bad_parameters(params, match):
