@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import CIFAR_OUTPUTS, load_model_outputs  # noqa: E402
 from _stream_protocol import (  # noqa: E402
     DEFAULT_ONLINE,
+    OGD,
     ONLINE,
     PROCESSES,
     TRACKERS,
@@ -248,7 +249,9 @@ def print_summary(summary, online, runs):
             return max(names, key=lambda m: figures[m]["accuracy"])
 
         window = best("window")
-        tracker = best(("Cumulative", "FTH", "FLH", "PAC", "Aggregating"))
+        tracker = best(
+            ("Cumulative", "FTH", "FLH", "PAC", "Aggregating", "UOGD", "ATLAS")
+        )
         difference, error = paired_difference(
             runs, (name, process, batch), f"PAC {online}", window
         )
@@ -338,8 +341,10 @@ def main(argv=None):
         "--trackers",
         nargs="*",
         default=list(TRACKERS),
-        choices=list(TRACKERS),
-        help="trackers fed directly (default all; none: windows and wrappers only)",
+        choices=[*TRACKERS, *OGD],
+        help="trackers fed directly (default all of skprior's; none: windows and "
+        "wrappers only); also UOGD and ATLAS on BBSE estimates (CIFAR-10 only "
+        "in practice: O(n_val K) a round)",
     )
     parser.add_argument("--rounds", type=int, help="default 500 (200 with --quick)")
     parser.add_argument("--seeds", type=int, default=3)

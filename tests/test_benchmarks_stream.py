@@ -18,11 +18,13 @@ sys.path.insert(0, str(BENCHMARKS))
 from _data import load_model_outputs  # noqa: E402
 from _stream_protocol import (  # noqa: E402
     PROCESSES,
+    OnlineGradient,
     Setup,
     Wrapper,
     evaluate,
     make_methods,
     prior_path,
+    project_simplex,
     run_stream,
     two_priors,
 )
@@ -172,3 +174,56 @@ def test_aggregating_prior_margin_keeps_a_weak_model_unshifted():
             )
         added[margin] = np.mean(losses)
     assert added[0.01] < 0.005 < added[0.0]
+
+
+def test_project_simplex_is_the_nearest_point_above_the_floor():
+    """Against the threshold found by bisection: ``p = max(v - t, floor)``
+    with ``sum p = 1``, the KKT form of the projection."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(0.1, 0.4, size=7)
+        low, high = v.min() - 2, v.max() + 2
+        for _ in range(200):
+            t = (low + high) / 2
+            low, high = (t, high) if np.maximum(v - t, 0.01).sum() > 1 else (low, t)
+        np.testing.assert_allclose(
+            project_simplex(v, 0.01), np.maximum(v - t, 0.01), atol=1e-12
+        )
+
+
+def test_online_gradient_steps_down_the_unbiased_risk(setup):
+    """UOGD's step is ``-eta`` times the gradient of ``sum_y s_y L_y(p)``
+    (the validation half's class-wise cross-entropy), by finite differences
+    in the simplex's plane, and ATLAS's weights follow Hedge on that risk."""
+    ogd = OnlineGradient(setup, [1e-6, 1e-3], meta=1.0)
+    labels = setup.labels[setup.val]
+    ratios = setup.proba[setup.val] / setup.q
+
+    def bbse(proba):
+        hard = np.bincount(proba.argmax(axis=1), minlength=10)
+        return (ogd.inverse @ (hard / len(proba))) * ogd.held_out
+
+    def risk(p, s):
+        adjusted = ratios * p
+        adjusted /= adjusted.sum(axis=1, keepdims=True)
+        loss = -np.log(adjusted[np.arange(len(labels)), labels])
+        return sum(s[y] * loss[labels == y].mean() for y in range(10))
+
+    p, proba = setup.q.copy(), setup.proba[setup.pool[:10]]
+    ogd.update(proba, None)
+    step = (ogd.bases[1] - p) / 1e-3  # (-gradient, projected on sum 0)
+    for k in range(10):
+        e = np.full(10, -0.1)
+        e[k] += 1.0  # (a direction in the plane sum = 0)
+        h = 1e-6
+        derivative = (risk(p + h * e, bbse(proba)) - risk(p - h * e, bbse(proba))) / (
+            2 * h
+        )
+        assert -step @ e == pytest.approx(derivative, rel=1e-4, abs=1e-6)
+    # (both bases started at q: equal weights; the second round's risk, at
+    # the bases before its step, tells them apart)
+    bases, proba = ogd.bases.copy(), setup.proba[setup.pool[10:60]]
+    ogd.update(proba, None)
+    expected = np.exp(-np.array([risk(b, bbse(proba)) for b in bases]))
+    np.testing.assert_allclose(np.exp(ogd.log_weights), expected / expected.sum())
+    assert abs(expected[0] / expected.sum() - 0.5) > 1e-4

@@ -20,12 +20,36 @@ from tests.label_shift.test_stream import stationary_stream
 # -- AggregatingPrior ----------------------------------------------------------------
 
 
-def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin):
-    """AggregatingPrior written from its formulas, one Python loop per expert."""
+def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin, trends=()):
+    """AggregatingPrior written from its formulas, one Python loop per expert.
+
+    A trend expert refits, from every batch kept (its responsibility sums and
+    age), the weighted least-squares line through the rows' responsibilities
+    (``np.polyfit``, weights ``exp(-age / H)`` per row) at each round.
+    """
     n_classes = len(q)
     sums = [np.zeros(n_classes) for _ in horizons]
     counts = [0.0 for _ in horizons]
-    weights = np.full(len(horizons) + 1, 1 / (len(horizons) + 1))
+    history = [[] for _ in horizons]  # (responsibility sums, rows, rows seen at)
+    weights = np.full(
+        len(horizons) + len(trends) + 1, 1 / (len(horizons) + len(trends) + 1)
+    )
+    seen = 0
+
+    def trend(h):
+        e = list(horizons).index(h)
+        rows = np.array([b for _, b, _ in history[e]], dtype=float)
+        ages = np.array([seen - at for _, _, at in history[e]], dtype=float)
+        w = rows * np.exp(-ages / h)
+        n = w.sum()
+        if len(rows) < 2:
+            return experts()[e + 1]
+        means = np.array([r / b for r, b, _ in history[e]])
+        forecast = np.empty(n_classes)
+        for k in range(n_classes):
+            slope, level = np.polyfit(ages, means[:, k], 1, w=np.sqrt(w))
+            forecast[k] = max(level - slope * len(batches[0]), 0.0)
+        return (n * forecast / forecast.sum() + c * q) / (n + c)
 
     def experts():
         return [q] + [(s + c * q) / (n + c) for s, n in zip(sums, counts, strict=True)]
@@ -35,20 +59,23 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin):
         return (joint / joint.sum(axis=1, keepdims=True)).sum(axis=0)
 
     for batch in batches:
-        current = experts()
+        current = experts() + [trend(h) for h in trends]
         losses = [-sum(np.log(np.sum(row * e / q)) for row in batch) for e in current]
         # (every expert but q pays the margin on each row)
         losses = [losses[0]] + [loss + margin * len(batch) for loss in losses[1:]]
         weights = weights * np.exp(-eta * np.array(losses))
         weights = (1 - share) * weights / weights.sum() + share / len(weights)
+        seen += len(batch)
         for e, h in enumerate(horizons):
             decay = np.exp(-len(batch) / h)
             kept, counts[e] = decay * sums[e], decay * counts[e] + len(batch)
             prior = current[e + 1]
             for _ in range(em_steps):
-                sums[e] = kept + responsibilities(batch, prior)
+                new = responsibilities(batch, prior)
+                sums[e] = kept + new
                 prior = (sums[e] + c * q) / (counts[e] + c)
-    mix = weights @ np.array(experts())
+            history[e].append((new, len(batch), seen))
+    mix = weights @ np.array(experts() + [trend(h) for h in trends])
     return mix / mix.sum(), weights
 
 
@@ -60,6 +87,8 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin):
         {"share": 0.0, "em_steps": 1},
         {"margin": 0.0},
         {"margin": 0.2, "learning_rate": 0.5},
+        {"horizons": (5, 30, 100), "trend_horizons": (30, 5)},
+        {"trend_horizons": ()},
     ],
 )
 def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
@@ -77,8 +106,11 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         "share": 0.01,
         "em_steps": 3,
         "margin": 0.01,
+        "trend_horizons": (800, 1600, 3200),
     }
     kw = {**defaults, **params}
+    if "horizons" in params and "trend_horizons" not in params:
+        kw["trend_horizons"] = ()  # (by default, the horizons of 800 rows or more)
     prior, weights = naive_aggregating(
         np.split(proba, 30),
         q,
@@ -88,6 +120,7 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         kw["share"],
         kw["em_steps"],
         kw["margin"],
+        kw["trend_horizons"],
     )
     np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
     np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
@@ -108,14 +141,15 @@ def test_aggregating_prior_regret_against_not_adapting(cifar100, margin):
     for prior in (q, shifted):
         stream = stationary_stream(proba, labels, prior, 2000, seed=1)
         tracker = AggregatingPrior(q, learning_rate=1 / 10, share=0.0, margin=margin)
-        mixture, experts = 0.0, np.zeros(8)
+        mixture, experts = 0.0, np.zeros(len(tracker.weights_))
         for batch in np.split(stream, 200):
             ratios = batch / q
             mixture += np.log(ratios @ tracker.prior_).sum()
             experts += np.log(ratios @ tracker.experts_.T).sum(axis=0)
             tracker.update(batch)
-        paid = experts - margin * 2000 * (np.arange(8) > 0)
-        assert mixture >= paid.max() - 10 * np.log(8) - 1e-9
+        n_experts = len(experts)  # (q, 7 forgetting experts, 3 trend experts)
+        paid = experts - margin * 2000 * (np.arange(n_experts) > 0)
+        assert mixture >= paid.max() - 10 * np.log(n_experts) - 1e-9
         # (q scores 0: p_i / q . q = 1, up to the float32 rows' sums)
         assert experts[0] == pytest.approx(0.0, abs=1e-4)
     assert mixture > 100  # (shifted: adapting pays, by far more than the bound)
@@ -136,6 +170,31 @@ def test_aggregating_prior_follows_a_shift(cifar10):
         # 0.1 (L1) from the label frequencies q, which the estimate sees)
         assert np.abs(tracker.prior_ - prior).sum() < bound
         assert tracker.prior_.min() > 1e-3
+
+
+def test_trend_experts_remove_the_lag_of_a_linear_drift(cifar10):
+    """On CIFAR-10 outputs whose prior moves linearly over 4,000 rows, the
+    trend experts' forecasts of the next batch's prior are far closer to it
+    than the forgetting experts of the same horizons (which lag by about
+    their horizon), and than the mixture without trend experts."""
+    proba, labels = cifar10
+    q = np.bincount(labels, minlength=10) / len(labels)
+    start, end = np.random.default_rng(5).dirichlet(np.full(10, 0.5), size=2)
+    path = np.linspace(0, 1, 401)[:, None] * (end - start) + start
+    tracker = AggregatingPrior(q)
+    without = AggregatingPrior(q, trend_horizons=())
+    for t in range(400):
+        batch = stationary_stream(proba, labels, path[t], 10, seed=t)
+        tracker.update(batch)
+        without.update(batch)
+    experts = tracker.experts_
+    forgetting, trend = experts[5:8], experts[8:]  # (horizons 800, 1600, 3200)
+    error = np.abs(trend - path[400]).sum(axis=1)
+    assert np.all(error < 0.5 * np.abs(forgetting - path[400]).sum(axis=1))
+    assert (
+        np.abs(tracker.prior_ - path[400]).sum()
+        < 0.7 * np.abs(without.prior_ - path[400]).sum()
+    )
 
 
 def test_aggregating_prior_state_is_constant(cifar100):
@@ -162,6 +221,9 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"margin": -0.1}, "margin"),
         ({"margin": np.inf}, "margin"),
         ({"em_steps": 0}, "em_steps"),
+        ({"trend_horizons": (500,)}, "trend_horizons"),
+        ({"trend_horizons": (800, 800)}, "trend_horizons"),
+        ({"horizons": (5, 30), "trend_horizons": (5, 40)}, "trend_horizons"),
     ],
 )
 def test_aggregating_prior_refuses_bad_parameters(params, match):
