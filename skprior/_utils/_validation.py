@@ -366,6 +366,8 @@ def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
             else np.asarray(classes)[tiny].tolist()
         )
         where = "classes" if classes is not None else "classes at positions"
+        if len(zero) > 10:  # (thousands of classes: a readable message)
+            zero = f"{zero[:10]} and {len(zero) - 10} more"
         raise ValueError(
             f"{name} is {prior[tiny][0]:.3g} for the {where} {zero}: the methods "
             f"divide the posteriors by it (p(c|x) / q_c), so it must be positive "

@@ -283,3 +283,18 @@ def test_dask_checks_lazily_or_now():
     z, _ = check_logits(da.from_array(logits, chunks=(8, 3)), lazy=True)
     with pytest.raises(ValueError, match="first in row 1.*chunk starting at row 16"):
         z.compute()
+
+
+def test_a_train_prior_zero_for_thousands_of_classes_gets_a_readable_message():
+    """The classes at 0 are named up to ten, then counted."""
+    from skprior._utils._validation import check_train_prior
+
+    prior = np.zeros(5000)
+    prior[::2] = 1 / 2500  # (the odd classes, 2,500 of them, at 0)
+    with pytest.raises(ValueError, match="train_prior") as error:
+        check_train_prior(prior, 5000)
+    message = str(error.value)
+    assert "[1, 3, 5, 7, 9, 11, 13, 15, 17, 19] and 2490 more" in message
+    assert len(message) < 600
+    with pytest.raises(ValueError, match=r"for the classes \[1, 3\]:"):
+        check_train_prior([0.5, 0.0, 0.5, 0.0], 4, classes=np.arange(4))
