@@ -217,9 +217,7 @@ def paired_difference(runs, key, method, other):
     """
     accuracy = {m: np.array([r[0] for r in runs[key][m]]) for m in (method, other)}
     difference = accuracy[method] - accuracy[other]
-    n = len(difference)
-    error = difference.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
-    return difference.mean(), error
+    return difference.mean(), standard_error(difference)
 
 
 def print_summary(summary, online, runs):
@@ -262,6 +260,84 @@ def print_summary(summary, online, runs):
             f"| {tracker}: {gain(tracker)} | {difference:+.2f} +- {error:.2f} "
             f"| {figures[f'PAC {online}']['log_loss_minus_unadapted']:+.3f} |"
         )
+
+
+def print_gate(runs, gated="PAC aggregate", ungated="AggregatingPrior"):
+    """The default stream with and without its test of no shift, per cell.
+
+    ``gated`` is the wrapper's stream (adapted once the test rejects),
+    ``ungated`` the same tracker fed directly (the wrapper with
+    ``shift_level=None``). Shifted cells: each one's share of the oracle's
+    gain and accuracy minus the best window's, and ungated minus gated
+    (points, mean +- s.e. over seeds, paired); no shift: accuracy and log-loss
+    minus the unadapted model's, and the worst seed's.
+    """
+    print(
+        f"\nThe test of no shift: {gated} (gated) against {ungated} (ungated);"
+        " paired by seed, mean +- s.e. (points of accuracy)\n"
+    )
+    print(
+        "| model | process | batch | seeds | oracle gain | best window | gated: share "
+        "/ - window | ungated: share / - window | ungated - gated "
+        "| LL - unadapted gated / ungated |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    calm = []
+    for key, methods in runs.items():
+        acc, loss = (
+            {m: np.array([r[i] for r in v]) for m, v in methods.items()} for i in (0, 1)
+        )
+        added = {m: loss[m] - loss["unadapted"] for m in (gated, ungated)}
+        if key[1] == "none":
+            calm.append((key, acc, added))
+            continue
+        window = max(
+            (m for m in acc if m.startswith("window")), key=lambda m: acc[m].mean()
+        )
+        unadapted, gain = acc["unadapted"].mean(), acc["oracle"].mean()
+        gain -= unadapted
+
+        def share(m, acc=acc, unadapted=unadapted, gain=gain):
+            return percent((acc[m].mean() - unadapted) / gain if gain > 0 else np.nan)
+
+        def diff(m, other, key=key):
+            return "{:+.3f} +- {:.3f}".format(*paired_difference(runs, key, m, other))
+
+        print(
+            f"| {key[0]} | {key[1]} | {key[2]} | {len(acc[gated])} | {gain:+.2f} "
+            f"| {window}: {share(window)} | {share(gated)} / {diff(gated, window)} "
+            f"| {share(ungated)} / {diff(ungated, window)} | {diff(ungated, gated)} "
+            f"| {added[gated].mean():+.4f} / {added[ungated].mean():+.4f} |"
+        )
+    if not calm:
+        return
+    print(
+        "\nNo shift: accuracy (points) and log-loss minus the unadapted model's, "
+        "mean +- s.e. over seeds; the worst seed's\n"
+    )
+    print(
+        "| model | batch | seeds | accuracy gated | ungated | worst seed gated / "
+        "ungated | log-loss gated | ungated | worst seed gated / ungated |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for key, acc, added in calm:
+        lost = {m: acc[m] - acc["unadapted"] for m in (gated, ungated)}
+        cells = []
+        for d, digits in ((lost, 3), (added, 5)):
+            g, u = d[gated], d[ungated]
+            cells += [
+                f"{x.mean():+.{digits}f} +- {standard_error(x):.{digits}f}"
+                for x in (g, u)
+            ]
+            worst = (g.min(), u.min()) if d is lost else (g.max(), u.max())
+            cells.append(f"{worst[0]:+.{digits}f} / {worst[1]:+.{digits}f}")
+        print(
+            f"| {key[0]} | {key[2]} | {len(acc[gated])} | " + " | ".join(cells) + " |"
+        )
+
+
+def standard_error(x):
+    return x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else np.nan
 
 
 def print_bounded_state():
@@ -385,6 +461,8 @@ def main(argv=None):
         print_tables(summary, args.models, args.processes, args.batches)
         shown = DEFAULT_ONLINE if DEFAULT_ONLINE in args.online else args.online[0]
         print_summary(summary, shown, runs)
+        if {"PAC aggregate", "AggregatingPrior"} <= set(next(iter(runs.values()))):
+            print_gate(runs)
         print(f"\n(streams: {time.perf_counter() - start:.0f} s)")
     if not args.no_state:
         print_bounded_state()

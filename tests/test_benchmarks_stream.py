@@ -28,7 +28,7 @@ from _stream_protocol import (  # noqa: E402
     run_stream,
     two_priors,
 )
-from bench_stream import main, paired_difference, summarise  # noqa: E402
+from bench_stream import main, paired_difference, print_gate, summarise  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +146,37 @@ def test_paired_difference_is_the_mean_and_standard_error_over_seeds():
     assert np.isnan(
         paired_difference(runs, ("m", "sine", 10), "PAC aggregate", "window 400")[1]
     )
+
+
+def test_print_gate_pairs_gated_and_ungated_by_seed(capsys):
+    """The table of the test of no shift: ungated minus gated paired by seed,
+    the best window chosen on the mean, the worst no-shift seed."""
+    acc = {
+        "unadapted": [80.0, 81.0, 79.0],
+        "oracle": [84.0, 85.0, 83.0],
+        "window 100": [82.0, 83.0, 80.0],
+        "window 400": [82.5, 82.0, 81.0],
+        "PAC aggregate": [82.0, 83.5, 80.5],
+        "AggregatingPrior": [82.5, 83.5, 81.5],
+    }
+    loss = dict.fromkeys(acc, 0.5) | {"PAC aggregate": 0.49, "AggregatingPrior": 0.47}
+    shifted = {m: [(a, loss[m], 0.0) for a in v] for m, v in acc.items()}
+    calm = {m: [(80.0, 0.5, 0.0)] * 3 for m in acc}
+    calm["AggregatingPrior"] = [
+        (79.9, 0.501, 0.0),
+        (80.0, 0.5, 0.0),
+        (79.6, 0.507, 0.0),
+    ]
+    print_gate({("m", "sine", 10): shifted, ("m", "none", 10): calm})
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| m |")]
+    # (window means 81.67 and 81.83: 400 is the best, (81.83 - 80) / 4 = 46%)
+    d = [0.5, 0.0, 1.0]
+    error = (sum((x - 0.5) ** 2 for x in d) / 2 / 3) ** 0.5
+    assert rows[0].startswith("| m | sine | 10 | 3 | +4.00 | window 400: 46% |")
+    assert f"| +0.500 +- {error:.3f} |" in rows[0]
+    assert rows[0].endswith("| -0.0100 / -0.0300 |")
+    assert rows[1].startswith("| m | 10 | 3 | +0.000 +- 0.000 | -0.167 +- 0.120 |")
+    assert "| +0.00000 / +0.00700 |" in rows[1] and "| +0.000 / -0.400 |" in rows[1]
 
 
 def test_aggregating_prior_margin_keeps_a_weak_model_unshifted():
