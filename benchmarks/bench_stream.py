@@ -26,6 +26,9 @@ Bai et al., 2022, and Baby et al., 2023):
   unadapted) / (oracle - unadapted)), and the log-loss against the unadapted
   model's (every round of the shifted processes is shifted; ``none`` is the
   no-shift check); and the mean cost of one update (us, the method only).
+  With ``PAC aggregate`` and ``AggregatingPrior`` both run, the default
+  stream with and without its test of no shift, paired by seed
+  (``print_gate``).
 * Bounded state: a ``PriorAdaptedClassifier`` around a frozen stand-in model
   whose ``predict_proba`` returns stored CIFAR-100 rows gets 2,000
   ``update_prior`` calls of 10 rows; pickled size (of the estimator, whose
