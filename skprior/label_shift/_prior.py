@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from skprior._utils._array_api import get_namespace, to_host, weighted_counts
+from skprior._utils._array_api import get_namespace, is_dask, to_host, weighted_counts
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_DIRICHLET_ALPHA,
@@ -89,6 +89,9 @@ class PriorEstimate:
 
     def __post_init__(self, fit):
         object.__setattr__(self, "_fit", fit)
+        # (the interval re-reads the caller's batch, not a copy)
+        batch = None if fit is None else _sampled_sums(fit.proba)
+        object.__setattr__(self, "_sampled_sums", batch)
 
     def confidence_interval(
         self,
@@ -160,6 +163,14 @@ class PriorEstimate:
             The bounds, in ``[0, 1]``; in the namespace, on the device and
             in the float dtype of ``prior``.
 
+        Raises
+        ------
+        ValueError
+            When the batch given to :func:`estimate_test_prior` was modified
+            since (the interval reads it again, and keeps no copy of it): the
+            column sums of about 1,024 of its rows, taken with the estimate,
+            no longer match.
+
         Examples
         --------
         >>> import numpy as np
@@ -179,10 +190,43 @@ class PriorEstimate:
                 "holds no batch to compute an interval from. Call "
                 "estimate_test_prior(proba, train_prior).confidence_interval()."
             )
+        if self._sampled_sums is not None:
+            xp, _ = get_namespace(self._fit.proba)
+            now = _sampled_sums(self._fit.proba)
+            if not bool(xp.all(now == self._sampled_sums)):
+                raise ValueError(
+                    "The batch given to estimate_test_prior was modified after "
+                    "the estimate (rows of it changed), so an interval computed "
+                    "now would describe other data. Keep the batch unchanged "
+                    "until the interval is computed, or estimate from a copy "
+                    "(estimate_test_prior(proba.copy(), ...)) if its buffer is "
+                    "reused."
+                )
         rng = np.random.default_rng(random_state)
         return confidence_interval(
             self._fit, level, method, target, calibration, n_resamples, rng
         )
+
+
+# Rows summed to tell whether the caller's batch changed between the estimate
+# and its interval (an interval keeps a reference to the batch, not a copy,
+# which would double the memory of every estimate).
+SAMPLED_ROWS = 1024
+
+
+def _sampled_sums(proba):
+    """Column sums of about ``SAMPLED_ROWS`` evenly spaced rows, on their device.
+
+    ``None`` for a Dask array (immutable, and a strided read would touch
+    every chunk). A batch overwritten (a reused buffer), or rescaled or
+    renormalised in place, changes them; a change confined to rows that are
+    not sampled does not.
+    """
+    xp, _ = get_namespace(proba)
+    if is_dask(xp):
+        return None
+    step = max(1, proba.shape[0] // SAMPLED_ROWS)
+    return xp.sum(proba[::step, :], axis=0)
 
 
 @validate_params(
