@@ -19,21 +19,24 @@ def row_summaries(proba, labels):
     return np.max(proba, axis=1), np.argmax(proba, axis=1) == labels, picked
 
 
-def _bins(top, correct):
-    """Per confidence bin: weight, sum of the top probabilities, of the hits.
+def reliability(top, correct):
+    """Top-label accuracy and confidence per non-empty bin, and the ECE.
 
+    From the rows' top probabilities and hits, with
     ``expected_calibration_error``'s uniform bins and sums (of float64
-    values), so that the ECE below is that function's exactly.
+    values), so that the ECE is that function's exactly.
     """
     from skprior._utils._array_api import numpy_namespace
     from skprior._utils._options import DEFAULT_N_BINS
     from skprior.metrics._ece import _binned_sums
 
     top, hits = top.astype(np.float64), correct.astype(np.float64)
-    weights = np.ones(len(top))
-    return _binned_sums(
-        numpy_namespace(), True, top, hits, weights, DEFAULT_N_BINS, "uniform"
+    weight, top_sum, hit_sum = _binned_sums(
+        numpy_namespace(), True, top, hits, np.ones(len(top)), DEFAULT_N_BINS, "uniform"
     )
+    full = weight > 0
+    ece = float(np.sum(np.abs(hit_sum - top_sum)) / len(top))
+    return hit_sum[full] / weight[full], top_sum[full] / weight[full], ece
 
 
 def summary_scores(top, correct, picked):
@@ -41,11 +44,10 @@ def summary_scores(top, correct, picked):
 
     From their :func:`row_summaries` (concatenated).
     """
-    _, top_sum, hit_sum = _bins(top, correct)
     picked = np.clip(picked.astype(np.float64), np.finfo(np.float64).tiny, None)
     return {
         "accuracy": float(np.mean(correct)),
-        "ECE": float(np.sum(np.abs(hit_sum - top_sum)) / len(top)),
+        "ECE": reliability(top, correct)[2],
         "NLL": float(-np.mean(np.log(picked))),
     }
 
@@ -102,14 +104,9 @@ def diagram(path, before, after, title):
         ("before", before, True),
         ("after", after, False),
     ]:
-        weight, top_sum, hit_sum = _bins(top, correct)
-        full = weight > 0
+        accuracy, confidence, ece = reliability(top, correct)
         display = ReliabilityDisplay(
-            hit_sum[full] / weight[full],
-            top_sum[full] / weight[full],
-            top.astype(np.float64),
-            ece=float(np.sum(np.abs(hit_sum - top_sum)) / len(top)),
-            estimator_name=name,
+            accuracy, confidence, top.astype(np.float64), ece=ece, estimator_name=name
         )
         display.plot(ax=ax, name=name, histogram=False, ref_line=ref_line)
     ax.set_title(title)

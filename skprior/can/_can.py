@@ -241,6 +241,12 @@ def alternating_normalization(
     >>> alternating_normalization(proba, [0.5, 0.5], k=2)
     array([[0.  , 1.  ],
            [0.75, 0.25]])
+
+    In place, for a batch that fills the memory (``out`` is returned):
+
+    >>> result = alternating_normalization(proba, [0.5, 0.5], k=2, out=proba)
+    >>> result is proba, proba[1]
+    (True, array([0.75, 0.25]))
     """
     return alternating_normalization_counts(
         proba,
