@@ -565,33 +565,6 @@ def posterior_sums(proba):
     return np.asarray(sums, dtype=np.float64)
 
 
-def sums_and_bet(proba, bet):
-    """Column sums of ``proba`` and ``sum_i log(proba_i . bet)``, on the host.
-
-    One pass, one transfer (one Dask compute) for both; the log-sum is None
-    when ``bet`` (a host K-vector) is None, and ``-inf`` where a row has no
-    mass on the classes bet on.
-    """
-    xp, is_numpy = get_namespace(proba)
-    if is_numpy:
-        if bet is None:
-            return column_sums(proba), None
-        with np.errstate(divide="ignore"):
-            return column_sums(proba), float(np.log(proba @ bet).sum())
-    if is_dask(xp):
-        proba = coarse_chunks(proba)
-    dtype = work_dtype(xp, device_of(proba))
-    work = xp.astype(proba, dtype)
-    if bet is None:
-        (sums,) = to_host(xp, xp.sum(work, axis=0))
-        return np.asarray(sums, dtype=np.float64), None
-    factors = from_host(xp, bet, device_of(proba), dtype)
-    sums, log_bet = to_host(
-        xp, xp.sum(work, axis=0), xp.sum(xp.log(xp.matmul(work, factors)))
-    )
-    return np.asarray(sums, dtype=np.float64), float(log_bet)
-
-
 def mean_posterior(proba):
     """Column means of ``proba`` as a float64 host vector."""
     return posterior_sums(proba) / proba.shape[0]
