@@ -219,8 +219,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     stream benchmark (``docs/user_guide/streams.rst``): at 10-row batches it
     gains at least the best fixed-window MAP's accuracy on most shifted CIFAR
     streams (on a slow monotone drift it is level with the 400-row window
-    on the strong CIFAR-10 models, within 0.02 points, and 0.17 points below
-    it on LeNet-5 / CIFAR-10, on 100 seeds; its first 50 rows wait for the
+    on the strong CIFAR-10 models and on LeNet-5 / CIFAR-100, and 0.17 points
+    below it on LeNet-5 / CIFAR-10, on 100 seeds: its first rows wait for the
     test of no shift), and its log-loss stays below the
     unadapted model's where the MLE of ``"cumulative"`` drives classes to ~0.
     ``online="cumulative"`` follows Sulc and Matas (2019,

@@ -248,12 +248,12 @@ class StreamShiftMonitor:
     ``level``. Under a shift to ``pi`` the log-factor's mean is the
     Kullback-Leibler gain of ``pi`` over ``mu`` on the rows' likelihood,
     which the tracker's prediction approaches. ``mu`` is the reference's
-    sample mean, taken as exact: its error adds about ``tr(R) / (2 m)``
-    nats a row to the best bet of an unshifted stream (``m`` reference
-    rows), which is why the bets stop after the first segment (0.1 nats
-    over the 1,000 rows of a CIFAR-100 segment against a 5,000-row
-    reference, where rejecting needs ``log(1 / (s level))``, 5.7 at the
-    defaults).
+    sample mean, taken as exact: bets that learn its sampling error can grow
+    on a long stream without shift, hence they stop after the first segment
+    (LeNet-5 / CIFAR-100, 10-row batches, a 5,000-row reference: bets at the
+    whole level, 0.01, reached it on 2 of 10 streams without shift, after
+    2,780 and 4,920 rows, none within the first segment's 1,000;
+    ``docs/results_stream.md``, section 0.00).
     """
 
     bet_share = 0.0  # (and no bets for a monitor pickled before them)
