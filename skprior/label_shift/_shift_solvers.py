@@ -252,7 +252,7 @@ class StreamShiftMonitor:
     on a long stream without shift, hence they stop after the first segment
     (LeNet-5 / CIFAR-100, 10-row batches, a 5,000-row reference: bets at the
     whole level, 0.01, reached it on 2 of 10 streams without shift, after
-    2,780 and 4,920 rows, none within the first segment's 1,000;
+    2,790 and 4,930 rows, none within the first segment's 1,000;
     ``docs/results_stream.md``, section 0.00).
     """
 
