@@ -164,12 +164,13 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         Number of samples behind ``online_prior_``.
     online_shifted_ : bool
         Whether the stream since ``fit`` or :meth:`reset_prior` has been found
-        shifted from the ``fit`` data (the test of ``shift_level`` on the mean
-        posterior of every row seen, at each :meth:`update_prior` once there
-        are ``max(50, n_classes)``, and on that of the latest segment of at
-        least ``max(100, 10 * n_classes)`` rows, each time one fills, with
-        levels that sum to ``shift_level``; once found, kept until
-        :meth:`reset_prior`): :meth:`predict_proba_online` adapts only then.
+        shifted from the ``fit`` data, by three tests whose levels sum to
+        ``shift_level`` (once found, kept until :meth:`reset_prior`):
+        :meth:`predict_proba_online` adapts only then. Bets on the on-line
+        estimate over the first ``max(100, 10 * n_classes)`` rows (a test by
+        betting, from the first row); the test of the mean posterior of every
+        row seen, once there are ``max(50, n_classes)``; that of the latest
+        segment of ``max(100, 10 * n_classes)`` rows or more, as one fills.
         If the rows before the latest segment are not found shifted, the
         change began in it, and the on-line estimate starts again from the
         batch where the shift was found (the segment's earlier batches are not
@@ -218,8 +219,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     stream benchmark (``docs/user_guide/streams.rst``): at 10-row batches it
     gains at least the best fixed-window MAP's accuracy on most shifted CIFAR
     streams (on a slow monotone drift it is level with the 400-row window
-    on the strong CIFAR-10 models, within 0.02 points, and 0.17 points below
-    it on LeNet-5 / CIFAR-10, on 100 seeds; its first 50 rows wait for the
+    on the strong CIFAR-10 models and on LeNet-5 / CIFAR-100, and 0.17 points
+    below it on LeNet-5 / CIFAR-10, on 100 seeds: its first rows wait for the
     test of no shift), and its log-loss stays below the
     unadapted model's where the MLE of ``"cumulative"`` drives classes to ~0.
     ``online="cumulative"`` follows Sulc and Matas (2019,
@@ -548,8 +549,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         ``"fth"``/``"flh-ftl"``, the prediction for the next batch from the
         per-batch estimates. State and time per call do not grow with the
         stream. Until the stream is found shifted from the ``fit`` data
-        (``online_shifted_``, the test of ``shift_level`` on the mean posterior
-        of every row seen and of the latest segment of rows),
+        (``online_shifted_``, the tests of ``shift_level`` on the rows seen),
         :meth:`predict_proba_online` keeps the training prior; a shift that
         began in the latest segment restarts the on-line estimate from ``X``
         (as :meth:`reset_prior` would). :meth:`predict_proba` is not affected.

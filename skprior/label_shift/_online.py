@@ -17,9 +17,16 @@ from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
-from skprior.label_shift._shift_solvers import StreamShiftMonitor
-from skprior.label_shift._solvers import posterior_sums, predicted_counts
+from skprior.label_shift._shift_solvers import StreamShiftMonitor, sums_and_bet
+from skprior.label_shift._solvers import predicted_counts
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
+
+# The share of shift_level the stream monitor's bets get, the rest going to
+# its two sequences of tests (StreamShiftMonitor). Small, as the bets need
+# log(1 / (share * level)) nats (6.9 at 0.1 and level 0.01, 5.7 at 1/3),
+# while the tests' thresholds scale with 1 - share: at 1/3 two late shifts
+# of benchmarks/bench_no_shift.py were found a batch later, at 0.1 none.
+BET_SHARE = 0.1
 
 
 class StreamState:
@@ -40,7 +47,9 @@ class StreamState:
         self.shifted = method == "known" or est.shift_level is None
         self.counts = self.tracker = self.monitor = None
         if not self.shifted:
-            self.monitor = StreamShiftMonitor(est._no_shift.reference, n_classes)
+            self.monitor = StreamShiftMonitor(
+                est._no_shift.reference, n_classes, bet_share=BET_SHARE
+            )
         if method == "known":
             return
         confusion = method in ("bbse", "rlls")
@@ -78,8 +87,11 @@ class StreamState:
             # The test of predict_proba, on the stream so far and on its
             # latest segment: a stream without shift is not adapted (a
             # miscalibrated model's estimate drifts away from the prior with
-            # no shift at all).
-            found = self.monitor.update(posterior_sums(proba), n_rows, est.shift_level)
+            # no shift at all). Its bets at the stream's start are on the
+            # tracker's prediction for this batch (made from the batches
+            # before it), the prior it would adapt to.
+            sums, log_bet = sums_and_bet(proba, self.monitor.bet(self.prior))
+            found = self.monitor.update(sums, n_rows, est.shift_level, log_bet)
             if found == "recent":
                 # The shift began after the rows before the latest segment,
                 # which look calm: the estimate starts again from this batch,

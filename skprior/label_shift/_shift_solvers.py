@@ -30,14 +30,17 @@ import numpy as np
 from skprior._utils import _kernels
 from skprior._utils._array_api import (
     blocks,
+    coarse_chunks,
     device_of,
     from_host,
     get_namespace,
+    is_dask,
     per_row,
     to_host,
     work_dtype,
 )
 from skprior._utils._constraints import check_level
+from skprior.label_shift._solvers import posterior_sums
 
 # Classes whose variance is below this fraction of the largest are not tested:
 # constant columns (a class the model never gives mass to) carry no noise to
@@ -110,6 +113,30 @@ def correlation_moments(proba, mean, variance, weights=None):
     if pairs <= 0:  # (one row: no pair; the classes taken as independent)
         return n_kept, n_kept
     return n_kept, max((gram.sum() - np.trace(gram)) / pairs, 1.0)
+
+
+def sums_and_bet(proba, bet):
+    """Column sums of ``proba`` and ``sum_i log(proba_i . bet)``, on the host.
+
+    One pass and one transfer (one Dask compute) for both; the log-sum is
+    None when ``bet`` (a host K-vector) is None, ``-inf`` when a row has no
+    mass on the classes bet on.
+    """
+    xp, is_numpy = get_namespace(proba)
+    if bet is None:
+        return posterior_sums(proba), None
+    if is_numpy:
+        with np.errstate(divide="ignore"):
+            return _kernels.column_sums(proba), float(np.log(proba @ bet).sum())
+    if is_dask(xp):
+        proba = coarse_chunks(proba)
+    dtype = work_dtype(xp, device_of(proba))
+    work = xp.astype(proba, dtype)
+    factors = from_host(xp, bet, device_of(proba), dtype)
+    sums, log_bet = to_host(
+        xp, xp.sum(work, axis=0), xp.sum(xp.log(xp.matmul(work, factors)))
+    )
+    return np.asarray(sums, dtype=np.float64), float(log_bet)
 
 
 def shift_pvalue(statistic, trace, trace_squared):
@@ -204,16 +231,63 @@ class StreamShiftMonitor:
     ``level``, one test), it began in the segment (``"recent"``); else, or if
     there are none, it was there before (``"stream"``). State: a few vectors
     of ``n_classes``.
+
+    With ``bet_share`` ``s > 0``, a third test covers the stream's start,
+    where the first two cannot run (fewer rows than their floors) or are
+    weak (a many-class model's mean posterior moves little): a test by
+    betting (Shafer and Vovk; Ramdas et al., 2023). Each row ``x`` of the
+    first ``segment_rows`` is bet on with a prior ``pi`` chosen before its
+    batch (the tracker's prediction, :meth:`bet`): its factor ``sum_k
+    p_k(x) pi_k / mu_k``, ``mu`` the reference's mean posterior, has mean 1
+    without shift (whatever ``pi``, calibrated model or not: the mean of
+    ``p`` is ``mu``), so the product of the factors is a nonnegative
+    martingale and, by Ville's inequality, ever reaches ``1 / (s level)``
+    with probability at most ``s level``; no central limit theorem is
+    needed, so it runs from the first row. The two sequences then run at
+    ``(1 - s)`` times their levels, which keeps the union bound at
+    ``level``. Under a shift to ``pi`` the log-factor's mean is the
+    Kullback-Leibler gain of ``pi`` over ``mu`` on the rows' likelihood,
+    which the tracker's prediction approaches. ``mu`` is the reference's
+    sample mean, taken as exact: bets that learn its sampling error can grow
+    on a long stream without shift, hence they stop after the first segment
+    (LeNet-5 / CIFAR-100, 10-row batches, a 5,000-row reference: bets at the
+    whole level, 0.01, reached it on 2 of 10 streams without shift, after
+    2,790 and 4,930 rows, none within the first segment's 1,000;
+    ``docs/results_stream.md``, section 0.00).
     """
 
-    def __init__(self, reference, n_classes, segment_rows=None, stream_rows=None):
+    bet_share = 0.0  # (and no bets for a monitor pickled before them)
+    log_wealth = 0.0
+
+    def __init__(
+        self, reference, n_classes, segment_rows=None, stream_rows=None, bet_share=0.0
+    ):
         self.reference = reference
         self.segment_rows = (
             max(100, 10 * n_classes) if segment_rows is None else segment_rows
         )
         self.stream_rows = max(50, n_classes) if stream_rows is None else stream_rows
+        self.bet_share = bet_share
+        self.log_wealth = 0.0  # (log of the bets' product so far)
         self._stream = _TestedRows(n_classes)
         self._segment = _TestedRows(n_classes)
+
+    def bet(self, prior):
+        """The factors ``prior / mu`` of the next batch's bets, None when done.
+
+        Classes the reference never gives mass to are not bet on (factor 0:
+        the bets' mean is then at most 1, which keeps the bound).
+        """
+        if self.bet_share <= 0 or self._stream.n >= self.segment_rows:
+            return None
+        # (a prediction off the simplex, as a tracker of unclipped
+        # estimates may give, is bet on as its nearest prior there)
+        prior = np.maximum(prior, 0.0)
+        expected = self.reference.expected
+        factors = np.divide(
+            prior, expected, out=np.zeros_like(expected), where=expected > 0
+        )
+        return factors / prior.sum()
 
     def _pvalue(self, posterior_sum, n):
         return self.reference.test(posterior_sum / n, n)[1]
@@ -222,16 +296,23 @@ class StreamShiftMonitor:
         """The next test of the sequence ``rows`` belongs to, on its rows."""
         rows.tests += 1
         pvalue = self._pvalue(rows.posterior_sum, rows.n)
-        return pvalue <= level * 3 / (np.pi * rows.tests) ** 2
+        return pvalue <= (1 - self.bet_share) * level * 3 / (np.pi * rows.tests) ** 2
 
-    def update(self, batch_sum, n_rows, level):
+    def update(self, batch_sum, n_rows, level, log_bet=None):
         """Add a batch (its posterior column sums and row count).
 
-        Returns ``"recent"`` when the stream is found shifted since the
-        latest segment began, ``"stream"`` when it is found shifted from
-        earlier, else None.
+        ``log_bet``: the sum over the batch's rows of the log of their bets'
+        factors (see class; None when :meth:`bet` gave none). Returns
+        ``"recent"`` when the stream is found shifted since the latest
+        segment began, ``"stream"`` when it is found shifted from earlier,
+        else None.
         """
         check_level(level, optional=True)  # (set_params may change it mid-stream)
+        if log_bet is not None:
+            self.log_wealth += log_bet
+        bets_won = log_bet is not None and self.log_wealth >= -np.log(
+            self.bet_share * level
+        )
         self._stream.add(batch_sum, n_rows)
         self._segment.add(batch_sum, n_rows)
         full = self._segment.n >= self.segment_rows
@@ -239,8 +320,8 @@ class StreamShiftMonitor:
             self._stream, level
         )
         segment = full and self._rejects(self._segment, level)
-        found = None
-        if stream or segment:
+        found = "stream" if bets_won else None  # (the bets start with the stream)
+        if (stream or segment) and not bets_won:
             before = self._stream.n - self._segment.n
             calm = before > 0 and (
                 self._pvalue(

@@ -366,40 +366,59 @@ def test_shifted_stream_is_adapted_and_reset_forgets():
 
 
 def _naive_stream_flags(
-    proba, reference, batches, level=0.01, stream_rows=50, segment_rows=100
+    proba,
+    reference,
+    batches,
+    level=0.01,
+    stream_rows=50,
+    segment_rows=100,
+    bets=None,
+    bet_share=0.1,
 ):
     """Per update: is the stream found shifted, and since when (a loop).
 
     The j-th test of every row so far (once there are ``stream_rows``), and
     the s-th test of the latest segment (consecutive batches of at least
     ``segment_rows`` rows, tested when it fills), each at
-    ``level * 3 / (pi^2 j^2)``; once one rejects, "recent" if the rows before
-    the segment are not found shifted at ``level``, else "stream". Each test
-    is label_shift_test's with the reference's variances alone (the stream
-    keeps no squares of the batches).
+    ``(1 - bet_share) * level * 3 / (pi^2 j^2)``; once one rejects, "recent"
+    if the rows before the segment are not found shifted at ``level``, else
+    "stream". Each test is label_shift_test's with the reference's variances
+    alone (the stream keeps no squares of the batches). ``bets``: the prior
+    the tracker predicted before each batch; each row of the first
+    ``segment_rows`` multiplies the wealth by ``sum_k p_k bet_k / mu_k``
+    (``mu`` the reference's mean), and a wealth of ``1 / (bet_share *
+    level)`` finds the stream shifted ("stream") at once.
     """
     mean = reference.astype(np.float64).mean(axis=0)
+    share = 0.0 if bets is None else bet_share
 
     def stream_pvalue(rows):
         # (the stream keeps column sums only: the reference's variances)
         return naive_shift_test(rows, mean, reference, len(reference), False)[1]
 
-    flags, seen, segment, j, n_segments = [], [], [], 0, 0
-    for batch in batches:
+    flags, seen, segment, j, n_segments, wealth = [], [], [], 0, 0, 1.0
+    for t, batch in enumerate(batches):
+        betting = bets is not None and len(seen) < segment_rows
+        for row in batch if betting else ():
+            wealth *= sum(
+                proba[row, k] * bets[t][k] / mean[k] for k in range(len(mean))
+            )
         seen += list(batch)
         segment += list(batch)
         rejected = False
         if len(seen) >= stream_rows:
             j += 1
             pvalue = stream_pvalue(proba[seen])
-            rejected = pvalue <= level * 3 / (np.pi * j) ** 2
+            rejected = pvalue <= (1 - share) * level * 3 / (np.pi * j) ** 2
         full = len(segment) >= segment_rows
         if full:
             n_segments += 1
             pvalue = stream_pvalue(proba[segment])
-            rejected |= pvalue <= level * 3 / (np.pi * n_segments) ** 2
+            rejected |= pvalue <= (1 - share) * level * 3 / (np.pi * n_segments) ** 2
         found = None
-        if rejected:
+        if betting and wealth >= 1 / (share * level):
+            found = "stream"
+        elif rejected:
             before = seen[: len(seen) - len(segment)]
             calm = bool(before) and (stream_pvalue(proba[before]) > level)
             found = "recent" if calm else "stream"
@@ -409,6 +428,17 @@ def _naive_stream_flags(
         if found:
             break
     return flags
+
+
+def _predictions(always, rows, batches):
+    """The on-line prior before each batch of ``always``, a wrapper fitted with
+    ``shift_level=None`` (adapting from the start): what a gated stream with
+    the same tracker bets on until it is found shifted."""
+    out = []
+    for batch in batches:
+        out.append(np.array(always.online_prior_))
+        always.update_prior(rows[batch])
+    return out
 
 
 @pytest.mark.parametrize(
@@ -436,7 +466,14 @@ def test_shift_after_a_calm_stretch_is_found_and_restarts(
     batches = np.array_split(calm, calm_batches) + np.array_split(
         shifted, shifted_batches
     )
-    expected = _naive_stream_flags(proba, proba[:5000], batches)
+    bets = _predictions(
+        PriorAdaptedClassifier(model, online="cumulative", shift_level=None).fit(
+            rows[:5000], y[:5000]
+        ),
+        rows,
+        batches,
+    )
+    expected = _naive_stream_flags(proba, proba[:5000], batches, bets=bets)
     assert expected[-1] == "recent"
     found_at = len(expected) - 1
     assert found_at >= calm_batches  # (the calm stretch is left alone)
@@ -509,18 +546,42 @@ def test_stream_level_is_read_at_each_update():
 def test_stream_test_matches_a_naive_loop():
     """The stream is found shifted when label_shift_test of every row so far
     (once there are 50) against the fit posteriors has, at its j-th run, a
-    p-value at most shift_level * 3 / (pi^2 j^2), or that of the latest
-    segment of >= 100 rows (10 classes) at most shift_level * 3 / (pi^2 s^2)
-    at the s-th: levels that sum to shift_level (_naive_stream_flags)."""
+    p-value at most 0.9 shift_level * 3 / (pi^2 j^2), or that of the latest
+    segment of >= 100 rows (10 classes) at most 0.9 shift_level * 3 /
+    (pi^2 s^2) at the s-th, or when the bets on the first segment's rows
+    reach 10 / shift_level: levels that sum to shift_level
+    (_naive_stream_flags)."""
     proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
     batches = _mild_shift_batches(y)
-    expected = _naive_stream_flags(proba, proba[:5000], batches)
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    bets = _predictions(always, rows, batches)
+    expected = _naive_stream_flags(proba, proba[:5000], batches, bets=bets)
     wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
     for found, batch in zip(expected, batches, strict=False):
         wrapper.update_prior(rows[batch])
         assert wrapper.online_shifted_ == (found is not None)
     assert expected[-1] == "stream"  # found shifted midway, by every row so far
     assert 1 < len(expected) < len(batches)
+
+
+def test_bets_find_a_shift_at_the_streams_start():
+    """Classes 0 and 1 only (WideResNet / CIFAR-10), 5-row batches: the bets on
+    the tracker's predictions find the shift before the test of every row
+    can run (50 rows), where the naive loop does, bets and all; without the
+    bets the loop finds it at 50 rows."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    stream = np.flatnonzero(y[5000:] < 2)[:200] + 5000
+    batches = np.array_split(stream, 40)
+    always = PriorAdaptedClassifier(model, shift_level=None).fit(rows[:5000], y[:5000])
+    bets = _predictions(always, rows, batches)
+    expected = _naive_stream_flags(proba, proba[:5000], batches, bets=bets)
+    assert expected[-1] == "stream" and 1 < len(expected) < 10
+    assert len(_naive_stream_flags(proba, proba[:5000], batches)) == 10
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    for found, batch in zip(expected, batches, strict=False):
+        wrapper.update_prior(rows[batch])
+        assert wrapper.online_shifted_ == (found is not None)
+    assert wrapper._stream.monitor.log_wealth >= np.log(10 / wrapper.shift_level)
 
 
 class _QueuedPvalues:

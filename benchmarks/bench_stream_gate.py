@@ -1,0 +1,120 @@
+"""The default stream's test of no shift, paired by seed (docs/results_stream.md, 0.00).
+
+Runs ``PriorAdaptedClassifier``'s default stream (``online="aggregate"``) on
+the streams of ``_stream_protocol.py`` (the same draws as ``bench_stream.py``:
+a stream depends on the model, process, batch size and seed only) with the
+stream monitor's bets at several shares of ``shift_level``
+(``--variants name=share,...``; share 0 is the monitor without bets, as
+before session 17), and optionally the tracker without the test
+(``ungated``: ``AggregatingPrior`` fed directly) and the 400-row window MAP
+(``w400``). Prints per cell the accuracy and log-loss against the unadapted
+model and every variant minus the first, paired by seed; ``--json`` keeps the
+per-seed figures (accuracy %, log-loss).
+
+Run: ``PYTHONPATH=$PWD python benchmarks/bench_stream_gate.py --models
+lenet-5-cifar-100 --processes monotone --seeds 30``.
+"""
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import load_model_outputs  # noqa: E402
+from _stream_protocol import (  # noqa: E402
+    PROCESSES,
+    Setup,
+    Tracker,
+    WindowMAP,
+    Wrapper,
+    prior_path,
+    run_stream,
+    scores,
+    two_priors,
+)
+
+from skprior import AggregatingPrior  # noqa: E402
+from skprior.label_shift import _online  # noqa: E402
+
+
+def mean_se(x, digits=3):
+    return f"{x.mean():+.{digits}f} +- {x.std(ddof=1) / np.sqrt(len(x)):.{digits}f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", required=True)
+    parser.add_argument("--processes", nargs="+", required=True)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=500)
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--variants", default=f"before=0,now={_online.BET_SHARE}")
+    parser.add_argument("--extra", nargs="*", default=[], choices=["ungated", "w400"])
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    variants = {
+        name: float(share)
+        for name, share in (item.split("=") for item in args.variants.split(","))
+    }
+    out = {}
+    for model in args.models:
+        setup = Setup(model, *load_model_outputs(model))
+        fitted = {name: {} for name in variants}  # (one fitted wrapper each)
+        for process in args.processes:
+            start, per_seed = time.perf_counter(), []
+            for seed in range(args.seeds):
+                rng = np.random.default_rng(
+                    [seed, args.batch, PROCESSES.index(process)]
+                )
+                mu1, mu2 = two_priors(setup.n_classes, seed)
+                path = prior_path(process, args.rounds, mu1, mu2, setup.fit_prior, rng)
+                rows = setup.draw(path, args.batch, rng)
+                methods = {}
+                for name, share in variants.items():
+                    # (read by each stream's state when reset_prior builds it)
+                    _online.BET_SHARE = share
+                    setup.fitted = fitted[name]
+                    methods[name] = Wrapper(setup, "aggregate")
+                if "ungated" in args.extra:
+                    methods["ungated"] = Tracker(AggregatingPrior(setup.q), setup)
+                if "w400" in args.extra:
+                    methods["w400"] = WindowMAP(setup.q, 400)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    priors, _ = run_stream(setup, rows, methods)
+                priors["unadapted"] = np.tile(setup.q, (args.rounds, 1))
+                priors["oracle"] = path
+                per_seed.append({m: scores(setup, rows, p) for m, p in priors.items()})
+            out[f"{model}|{process}"] = per_seed
+            acc = {m: np.array([r[m][0] for r in per_seed]) for m in per_seed[0]}
+            loss = {m: np.array([r[m][1] for r in per_seed]) for m in per_seed[0]}
+            gain = acc["oracle"].mean() - acc["unadapted"].mean()
+            print(
+                f"{model} {process}: {args.seeds} seeds, oracle gain {gain:+.2f} "
+                f"({time.perf_counter() - start:.0f} s)"
+            )
+            first = next(iter(variants))
+            for m in acc:
+                if m in ("unadapted", "oracle"):
+                    continue
+                print(
+                    f"  {m}: accuracy - unadapted {mean_se(acc[m] - acc['unadapted'])}"
+                    f", log-loss - unadapted "
+                    f"{mean_se(loss[m] - loss['unadapted'], 4)}"
+                    + (
+                        ""
+                        if m == first
+                        else f"; - {first} {mean_se(acc[m] - acc[first])}"
+                    )
+                )
+    if args.json:
+        Path(args.json).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
