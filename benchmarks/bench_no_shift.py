@@ -167,7 +167,8 @@ def _late_shift(model, rows, y, n_calm, n_classes):
 
 def streams(n_orders=10, n_batches=100, n_long=10, long_rows=10_000):
     print(
-        "\nStreams (default PriorAdaptedClassifier, online='cumulative', fit "
+        "\nStreams (default PriorAdaptedClassifier, online="
+        f"{PriorAdaptedClassifier().online!r}, fit "
         "on rows 0-4,999). No shift: the test half in a random order, in 100 "
         "batches of 50 rows and in 500 of 10. Long: "
         f"{long_rows:,} rows drawn with replacement from the fit half in "
