@@ -17,8 +17,8 @@ from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
-from skprior.label_shift._shift_solvers import StreamShiftMonitor, sums_and_bet
-from skprior.label_shift._solvers import predicted_counts
+from skprior.label_shift._shift_solvers import StreamShiftMonitor
+from skprior.label_shift._solvers import predicted_counts, sums_and_bet
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 # The share of shift_level the stream monitor's bets get, the rest going to

@@ -30,17 +30,14 @@ import numpy as np
 from skprior._utils import _kernels
 from skprior._utils._array_api import (
     blocks,
-    coarse_chunks,
     device_of,
     from_host,
     get_namespace,
-    is_dask,
     per_row,
     to_host,
     work_dtype,
 )
 from skprior._utils._constraints import check_level
-from skprior.label_shift._solvers import posterior_sums
 
 # Classes whose variance is below this fraction of the largest are not tested:
 # constant columns (a class the model never gives mass to) carry no noise to
@@ -113,30 +110,6 @@ def correlation_moments(proba, mean, variance, weights=None):
     if pairs <= 0:  # (one row: no pair; the classes taken as independent)
         return n_kept, n_kept
     return n_kept, max((gram.sum() - np.trace(gram)) / pairs, 1.0)
-
-
-def sums_and_bet(proba, bet):
-    """Column sums of ``proba`` and ``sum_i log(proba_i . bet)``, on the host.
-
-    One pass and one transfer (one Dask compute) for both; the log-sum is
-    None when ``bet`` (a host K-vector) is None, ``-inf`` when a row has no
-    mass on the classes bet on.
-    """
-    xp, is_numpy = get_namespace(proba)
-    if bet is None:
-        return posterior_sums(proba), None
-    if is_numpy:
-        with np.errstate(divide="ignore"):
-            return _kernels.column_sums(proba), float(np.log(proba @ bet).sum())
-    if is_dask(xp):
-        proba = coarse_chunks(proba)
-    dtype = work_dtype(xp, device_of(proba))
-    work = xp.astype(proba, dtype)
-    factors = from_host(xp, bet, device_of(proba), dtype)
-    sums, log_bet = to_host(
-        xp, xp.sum(work, axis=0), xp.sum(xp.log(xp.matmul(work, factors)))
-    )
-    return np.asarray(sums, dtype=np.float64), float(log_bet)
 
 
 def shift_pvalue(statistic, trace, trace_squared):

@@ -555,14 +555,34 @@ def responsibility_sums(proba, train_prior, prior):
 
 def posterior_sums(proba):
     """Column sums of ``proba`` as a float64 host vector (one Dask compute)."""
+    return sums_and_bet(proba, None)[0]
+
+
+def sums_and_bet(proba, bet):
+    """Column sums of ``proba`` and ``sum_i log(proba_i . bet)``, on the host.
+
+    One pass and one transfer (one Dask compute) for both; the log-sum is
+    None when ``bet`` (a host K-vector, the stream monitor's bets) is None,
+    ``-inf`` when a row has no mass on the classes bet on.
+    """
     xp, is_numpy = get_namespace(proba)
     if is_numpy:
-        return column_sums(proba)
+        if bet is None:
+            return column_sums(proba), None
+        with np.errstate(divide="ignore"):
+            return column_sums(proba), float(np.log(proba @ bet).sum())
     if is_dask(xp):
         proba = coarse_chunks(proba)
-    work = xp.astype(proba, work_dtype(xp, device_of(proba)))
-    (sums,) = to_host(xp, xp.sum(work, axis=0))
-    return np.asarray(sums, dtype=np.float64)
+    dtype = work_dtype(xp, device_of(proba))
+    work = xp.astype(proba, dtype)
+    if bet is None:
+        (sums,) = to_host(xp, xp.sum(work, axis=0))
+        return np.asarray(sums, dtype=np.float64), None
+    factors = from_host(xp, bet, device_of(proba), dtype)
+    sums, log_bet = to_host(
+        xp, xp.sum(work, axis=0), xp.sum(xp.log(xp.matmul(work, factors)))
+    )
+    return np.asarray(sums, dtype=np.float64), float(log_bet)
 
 
 def mean_posterior(proba):

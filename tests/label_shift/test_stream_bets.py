@@ -5,11 +5,8 @@ take, and the pass that gives them on every namespace."""
 import numpy as np
 import pytest
 
-from skprior.label_shift._shift_solvers import (
-    NoShiftReference,
-    StreamShiftMonitor,
-    sums_and_bet,
-)
+from skprior.label_shift._shift_solvers import NoShiftReference, StreamShiftMonitor
+from skprior.label_shift._solvers import sums_and_bet
 from tests.label_shift.test_stream_aggregate import _namespaces
 
 
