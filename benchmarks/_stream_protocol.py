@@ -264,8 +264,10 @@ class Wrapper:
 
     Only ``online`` is set, and ``train_prior=q`` so that every method shares
     the source prior. The prior of a round is the one
-    ``predict_proba_online`` adjusts to: ``online_prior_`` once the stream is
-    found shifted (``online_shifted_``), the training prior before.
+    ``predict_proba_online`` adjusts to: ``w * online_prior_ + (1 - w) *
+    train_prior_``, ``w = online_weight_`` (1 once the stream is found
+    shifted, the posterior probability of a shift while the bets of its
+    first rows run, 0 otherwise).
     """
 
     def __init__(self, setup, online):
@@ -278,7 +280,8 @@ class Wrapper:
 
     def effective_prior(self):
         est = self.est
-        return est.online_prior_ if est.online_shifted_ else est.train_prior_
+        weight = est.online_weight_
+        return weight * on_host(est.online_prior_) + (1 - weight) * est.train_prior_
 
     def update(self, _proba, rows):
         self.est.update_prior(rows[:, None])

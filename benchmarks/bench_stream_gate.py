@@ -3,9 +3,12 @@
 Runs ``PriorAdaptedClassifier``'s default stream (``online="aggregate"``) on
 the streams of ``_stream_protocol.py`` (the same draws as ``bench_stream.py``:
 a stream depends on the model, process, batch size and seed only) with the
-stream monitor's bets at several shares of ``shift_level``
-(``--variants name=share,...``; share 0 is the monitor without bets, as
-before session 17), and optionally the tracker without the test
+stream monitor's bets at several shares of ``shift_level`` and several prior
+odds of a shift behind the weight the estimate gets while they run
+(``--variants name=share[:odds],...``; share 0 is the monitor without bets,
+as before session 17, odds 0 the prediction without that weight, as before
+session 18; odds default ``_online.SHIFT_ODDS``), and optionally the tracker
+without the test
 (``ungated``: ``AggregatingPrior`` fed directly) and the 400-row window MAP
 (``w400``). Prints per cell the accuracy and log-loss against the unadapted
 model and every variant minus the first, paired by seed; ``--json`` keeps the
@@ -53,14 +56,18 @@ def main():
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--batch", type=int, default=10)
-    parser.add_argument("--variants", default=f"before=0,now={_online.BET_SHARE}")
+    parser.add_argument(
+        "--variants",
+        default=f"before={_online.BET_SHARE}:0,now={_online.BET_SHARE}",
+    )
     parser.add_argument("--extra", nargs="*", default=[], choices=["ungated", "w400"])
     parser.add_argument("--json")
     args = parser.parse_args()
-    variants = {
-        name: float(share)
-        for name, share in (item.split("=") for item in args.variants.split(","))
-    }
+    variants = {}
+    for item in args.variants.split(","):
+        name, setting = item.split("=")
+        share, _, odds = setting.partition(":")
+        variants[name] = (float(share), float(odds or _online.SHIFT_ODDS))
     out = {}
     for model in args.models:
         setup = Setup(model, *load_model_outputs(model))
@@ -75,9 +82,9 @@ def main():
                 path = prior_path(process, args.rounds, mu1, mu2, setup.fit_prior, rng)
                 rows = setup.draw(path, args.batch, rng)
                 methods = {}
-                for name, share in variants.items():
+                for name, (share, odds) in variants.items():
                     # (read by each stream's state when reset_prior builds it)
-                    _online.BET_SHARE = share
+                    _online.BET_SHARE, _online.SHIFT_ODDS = share, odds
                     setup.fitted = fitted[name]
                     methods[name] = Wrapper(setup, "aggregate")
                 if "ungated" in args.extra:

@@ -110,9 +110,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         ``"bbse"`` and ``"rlls"``, which do not rely on the posteriors'
         calibration, the counts of predictions as with ``"cumulative"``).
         ``"cumulative"``: the estimate from every sample seen, for a stationary
-        stream
-        (:class:`CumulativePrior`; for ``"bbse"`` and ``"rlls"`` the counts of
-        predictions). ``"fth"``: the mean of the per-batch estimates
+        stream (:class:`CumulativePrior`; for ``"bbse"`` and ``"rlls"`` the
+        counts of predictions). ``"fth"``: the mean of the per-batch estimates
         (:class:`FollowTheHistory`). ``"flh-ftl"``: follows a drifting prior
         (:class:`FLHFTL`).
     online_budget : int, default=1000
@@ -165,16 +164,19 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     online_shifted_ : bool
         Whether the stream since ``fit`` or :meth:`reset_prior` has been found
         shifted from the ``fit`` data, by three tests whose levels sum to
-        ``shift_level`` (once found, kept until :meth:`reset_prior`):
-        :meth:`predict_proba_online` adapts only then. Bets on the on-line
-        estimate over the first ``max(100, 10 * n_classes)`` rows (a test by
-        betting, from the first row); the test of the mean posterior of every
-        row seen, once there are ``max(50, n_classes)``; that of the latest
-        segment of ``max(100, 10 * n_classes)`` rows or more, as one fills.
-        If the rows before the latest segment are not found shifted, the
-        change began in it, and the on-line estimate starts again from the
-        batch where the shift was found (the segment's earlier batches are not
-        kept).
+        ``shift_level`` (once found, kept until :meth:`reset_prior`). Bets
+        on the on-line estimate over the first ``max(100, 10 * n_classes)``
+        rows (a test by betting, from the first row); the test of the mean
+        posterior of every row seen, once there are ``max(50, n_classes)``;
+        that of the latest segment of ``max(100, 10 * n_classes)`` rows or
+        more, as one fills. If the rows before the latest segment are not
+        found shifted, the change began in it, and the on-line estimate
+        starts again from the batch where the shift was found.
+    online_weight_ : float
+        The weight :meth:`predict_proba_online` gives ``online_prior_``
+        against the training prior: 1 once ``online_shifted_``; while the
+        bets run, the posterior probability of a shift at prior odds 0.1
+        given their wealth (at most 0.1 on average without shift); else 0.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
@@ -218,11 +220,10 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     with the stream. The default ``online="aggregate"`` was chosen on the
     stream benchmark (``docs/user_guide/streams.rst``): at 10-row batches it
     gains at least the best fixed-window MAP's accuracy on most shifted CIFAR
-    streams (on a slow monotone drift it is level with the 400-row window
-    on the strong CIFAR-10 models and on LeNet-5 / CIFAR-100, and 0.17 points
-    below it on LeNet-5 / CIFAR-10, on 100 seeds: its first rows wait for the
-    test of no shift), and its log-loss stays below the
-    unadapted model's where the MLE of ``"cumulative"`` drives classes to ~0.
+    streams (on a slow monotone drift, 100 seeds, it is level with the
+    400-row window but on LeNet-5 / CIFAR-10, 0.12 points below), and its
+    log-loss stays below the unadapted model's where the MLE of
+    ``"cumulative"`` drives classes to ~0.
     ``online="cumulative"`` follows Sulc and Matas (2019,
     Sec. 3.4), the estimate from every sample seen: for ``"mle"``/``"map"``
     the last ``online_budget`` posteriors and the summed responsibilities of
@@ -536,6 +537,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         self.online_prior_ = like(stream.prior, like_array)
         self.n_seen_ = stream.n_seen
         self.online_shifted_ = stream.shifted
+        self.online_weight_ = stream.weight
 
     def update_prior(self, X):
         """Add a batch of a stream to the on-line estimate of the test prior.
@@ -550,9 +552,10 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         per-batch estimates. State and time per call do not grow with the
         stream. Until the stream is found shifted from the ``fit`` data
         (``online_shifted_``, the tests of ``shift_level`` on the rows seen),
-        :meth:`predict_proba_online` keeps the training prior; a shift that
-        began in the latest segment restarts the on-line estimate from ``X``
-        (as :meth:`reset_prior` would). :meth:`predict_proba` is not affected.
+        :meth:`predict_proba_online` gives the estimate the weight
+        ``online_weight_`` only; a shift that began in the latest segment
+        restarts the on-line estimate from ``X`` (as :meth:`reset_prior`
+        would). :meth:`predict_proba` is not affected.
 
         Parameters
         ----------
@@ -576,8 +579,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         Unlike :meth:`predict_proba` the output of a row does not depend on the
         rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
         estimate. As :meth:`predict_proba` leaves a batch without shift as it
-        is, the posteriors are returned as they are (adjusted to the training
-        prior) until the stream is found shifted (``online_shifted_``).
+        is, the prior is ``w * online_prior_ + (1 - w) * train_prior_`` with
+        ``w = online_weight_``: 1 once the stream is found shifted
+        (``online_shifted_``), 0 before but for the stream's first rows.
 
         Parameters
         ----------
@@ -592,6 +596,5 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
         stream = self._stream
-        shifted = stream.shifted or self.shift_level is None
-        prior = stream.prior if shifted else self.train_prior_
+        prior = stream.prior if self.shift_level is None else stream.predicted_prior()
         return reweight(proba, self.train_prior_, prior)

@@ -11,6 +11,7 @@ their own namespace.
 import warnings
 
 import numpy as np
+from scipy.special import expit
 
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
@@ -28,6 +29,15 @@ from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistor
 # of benchmarks/bench_no_shift.py were found a batch later, at 0.1 none.
 BET_SHARE = 0.1
 
+# The prior odds of a shift behind the weight the stream's prediction gives
+# the on-line estimate while the bets run (StreamState.weight): without
+# shift that weight averages at most SHIFT_ODDS. Chosen on the stream
+# benchmark (docs/results_stream.md, section 0.000): the largest of 0.1,
+# 0.3 and 1 whose cost on short streams without shift stays within half
+# the limits on every CIFAR output (LeNet-5 / CIFAR-10, 500 rows: -0.09
+# accuracy points at 0.1, -0.11 at 0.3).
+SHIFT_ODDS = 0.1
+
 
 class StreamState:
     """The on-line estimate of a wrapper's stream since ``fit`` or ``reset_prior``.
@@ -38,8 +48,11 @@ class StreamState:
     (``params``) to refuse a later change.
     """
 
+    shift_odds = 0.0  # (a state pickled before the weight: none, as then)
+
     def __init__(self, est):
         method, n_classes = est.method, len(est.classes_)
+        self.shift_odds = SHIFT_ODDS
         self.params = est._online_params()
         self.start = est.test_prior_ if method == "known" else est.train_prior_
         self.prior = self.start.copy()
@@ -75,6 +88,51 @@ class StreamState:
         if method == "bbse" and est.online in ("fth", "flh-ftl"):
             # K x K, computed once per stream: each batch then costs a product.
             self.bbse_inverse = np.linalg.pinv(est.confusion_)
+
+    @property
+    def weight(self):
+        r"""The weight :math:`\lambda` of ``prior`` in the stream's prediction.
+
+        The prediction is :math:`\lambda \hat\pi + (1 - \lambda) q`
+        (:meth:`predicted_prior`): 1 once the stream is found shifted; 0 when
+        the bets of the test of no shift are over and it was not; while they
+        run, the posterior probability of a shift,
+
+        .. math:: \lambda = \frac{\rho W}{1 + \rho W},
+
+        with :math:`\rho` the prior odds of a shift (``shift_odds``) and
+        :math:`W` the bets' wealth: the product over the rows seen of
+        :math:`\sum_k p_k \hat\pi_k / \mu_k`, the likelihood ratio of the
+        rows under the priors the tracker predicted before each batch against
+        the training prior (exactly so for posteriors calibrated to it, where
+        :math:`\mu = q`; the mean posterior :math:`\mu` keeps the ratio's
+        mean at 1 without shift for any model). So :math:`\lambda` is the
+        posterior probability of "the stream follows the tracker" against
+        "no shift", and the prediction their Bayesian model average: the two
+        posteriors of a row averaged, each weighted by its hypothesis'
+        likelihood of the row too, are Bayes' rule to the averaged prior.
+        Without shift :math:`W` is a nonnegative martingale of mean 1, so
+        :math:`E[\lambda] \le \rho E[W] = \rho` at every row: the
+        tracker's noise gets at most that share on average. Under a shift
+        :math:`W` grows exponentially and :math:`\lambda` nears 1 some rows
+        before the test's threshold :math:`1 / (s\,\alpha)`, where the
+        prediction would otherwise wait at :math:`q` (Ramdas et al., 2023,
+        on wealth as evidence; ``docs/results_stream.md``, section 0.000).
+        """
+        if self.shifted:
+            return 1.0
+        if not self.shift_odds or self.monitor is None or not self.monitor.betting:
+            return 0.0
+        return float(expit(np.log(self.shift_odds) + self.monitor.log_wealth))
+
+    def predicted_prior(self):
+        """The prior the stream's prediction adjusts to (host float64)."""
+        weight = self.weight
+        if weight == 1.0:
+            return self.prior
+        if weight == 0.0:
+            return self.start
+        return weight * self.prior + (1.0 - weight) * self.start
 
     @working_dtype_results()  # (the stream's state stays float64)
     def update(self, est, proba):

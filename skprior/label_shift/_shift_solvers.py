@@ -245,13 +245,18 @@ class StreamShiftMonitor:
         self._stream = _TestedRows(n_classes)
         self._segment = _TestedRows(n_classes)
 
+    @property
+    def betting(self):
+        """Whether the bets go on: a share of the level and the first segment."""
+        return self.bet_share > 0 and self._stream.n < self.segment_rows
+
     def bet(self, prior):
         """The factors ``prior / mu`` of the next batch's bets, None when done.
 
         Classes the reference never gives mass to are not bet on (factor 0:
         the bets' mean is then at most 1, which keeps the bound).
         """
-        if self.bet_share <= 0 or self._stream.n >= self.segment_rows:
+        if not self.betting:
             return None
         # (a prediction off the simplex, as a tracker of unclipped
         # estimates may give, is bet on as its nearest prior there)

@@ -1,12 +1,16 @@
 """The stream monitor's test by betting (issue 26): the bets' factors against
 their formula, their mean of one without shift, the share of the level they
-take, and the pass that gives them on every namespace."""
+take, the pass that gives them on every namespace, and the weight their
+wealth gives the on-line estimate before the stream is found shifted."""
 
 import numpy as np
 import pytest
 
+from skprior import PriorAdaptedClassifier
+from skprior.label_shift._online import SHIFT_ODDS
 from skprior.label_shift._shift_solvers import NoShiftReference, StreamShiftMonitor
 from skprior.label_shift._solvers import sums_and_bet
+from tests.label_shift.test_shift import _stream_of
 from tests.label_shift.test_stream_aggregate import _namespaces
 
 
@@ -96,3 +100,79 @@ def test_sums_and_bet_on_every_namespace(cifar10):
         np.testing.assert_allclose(other_sums, sums, rtol=1e-12)
         assert other_bet == pytest.approx(log_bet, rel=1e-12)
         assert sums_and_bet(to(proba), None)[1] is None
+
+
+# -- the weight of the on-line estimate while the bets run -----------------------------
+
+
+def _naive_mixed_posteriors(proba, train_prior, tracker_prior, weight):
+    """Bayes' rule to w * tracker + (1 - w) * train, one row and class at a time."""
+    mixed = [
+        weight * tracker_prior[k] + (1 - weight) * train_prior[k]
+        for k in range(len(train_prior))
+    ]
+    out = np.empty_like(proba)
+    for i, p in enumerate(proba):
+        scores = [p[k] * mixed[k] / train_prior[k] for k in range(len(p))]
+        out[i] = [s / sum(scores) for s in scores]
+    return out
+
+
+@pytest.mark.parametrize("classes", [2, 10])
+def test_online_weight_is_the_posterior_probability_of_a_shift(classes):
+    """Before the stream is found shifted, predict_proba_online adjusts to
+    w * online_prior_ + (1 - w) * train_prior_ with w = rho W / (1 + rho W),
+    rho = SHIFT_ODDS and W the product over the rows bet on of sum_k p_k
+    pi_k / mu_k (pi the on-line prior before the row's batch, mu the fit
+    rows' mean posterior): against a loop on WideResNet / CIFAR-10 streams of
+    classes 0-1 (found shifted by the bets) and of every class (no shift, w
+    back to exactly 0 after the first 100 rows); 1 once found shifted."""
+    proba, y, rows, model = _stream_of("wideresnet-16-4-cifar-10")
+    stream = np.flatnonzero(y[5000:] < classes)[:200] + 5000
+    batches = np.array_split(stream, 40)
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    mu = proba[:5000].mean(axis=0)
+    wealth, seen, weights = 1.0, 0, []
+    for batch, following in zip(batches, batches[1:], strict=False):
+        before = np.array(wrapper.online_prior_)
+        wrapper.update_prior(rows[batch])
+        if seen < 100:  # (the bets' rows: the first segment of 100)
+            for p in proba[batch]:
+                wealth *= sum(p[k] * before[k] / mu[k] for k in range(10))
+        seen += len(batch)
+        if wrapper.online_shifted_:
+            expected = 1.0
+        else:
+            expected = SHIFT_ODDS * wealth / (1 + SHIFT_ODDS * wealth)
+            expected = expected if seen < 100 else 0.0
+        assert wrapper.online_weight_ == pytest.approx(expected, rel=1e-9, abs=1e-15)
+        naive = _naive_mixed_posteriors(
+            proba[following], wrapper.train_prior_, wrapper.online_prior_, expected
+        )
+        out = wrapper.predict_proba_online(rows[following])
+        np.testing.assert_allclose(out, naive, rtol=1e-9, atol=1e-15)
+        weights.append(wrapper.online_weight_)
+    if classes == 2:
+        assert wrapper.online_shifted_ and any(0.5 < w < 1 for w in weights)
+    else:
+        assert not wrapper.online_shifted_ and 0 < max(weights) < 0.5
+        np.testing.assert_array_equal(out, proba[following])
+
+
+def test_online_weight_averages_at_most_the_odds_without_shift():
+    """Without shift the bets' wealth is a martingale of mean 1, so the weight
+    rho W / (1 + rho W) <= rho W averages at most rho (SHIFT_ODDS) at every
+    batch: 400 streams of LeNet-5 / CIFAR-10 (a weak model) drawn from the
+    fit rows themselves (their mean posterior is mu exactly)."""
+    proba, y, rows, model = _stream_of("lenet-5-cifar-10")
+    wrapper = PriorAdaptedClassifier(model).fit(rows[:5000], y[:5000])
+    rng = np.random.default_rng(0)
+    weights = np.empty((400, 10))
+    for stream in range(400):
+        wrapper.reset_prior()
+        for t, batch in enumerate(rng.integers(0, 5000, size=(10, 10))):
+            wrapper.update_prior(rows[batch])
+            weights[stream, t] = wrapper.online_weight_
+    mean = weights.mean(axis=0)
+    assert np.all(mean <= SHIFT_ODDS + 3 * weights.std(axis=0) / np.sqrt(400))
+    assert 0 < mean.min() and mean[0] > 0.01  # (not 0: the estimate has weight)
