@@ -167,7 +167,9 @@ class StreamState:
             with warnings.catch_warnings():
                 if not self.shifted:
                     # (predict_proba_online keeps the training prior until
-                    # the stream is found shifted: a noisy estimate is unused)
+                    # the stream is found shifted, but for the weight of the
+                    # first rows: a noisy estimate is used at most at that
+                    # weight, rho W / (1 + rho W), 0.09 before any evidence)
                     warnings.filterwarnings(
                         "ignore", "The stream's prior", category=UserWarning
                     )
