@@ -44,9 +44,20 @@ class AggregatingPrior:
       :math:`b_t` rows and the E-step responsibilities
       :math:`r_{ik}(\pi) = p_{ik}\pi_k/q_k \,/\, \sum_l p_{il}\pi_l/q_l`:
       on-line EM (Cappé and Moulines, 2009) whose statistics forget at the
-      rate of a window of :math:`H_e` rows; the batch's own responsibilities
-      are recomputed ``em_steps`` times (EM on the batch, the older rows'
-      sums held), as one E-step per row is slow to converge for a weak model.
+      rate of a window of :math:`H_e` rows; the responsibilities of the batch
+      and of the ``recent_rows`` rows before it are recomputed ``em_steps``
+      times at every update (EM on them, each row at its weight
+      :math:`e^{-a/H_e}` for its age :math:`a`, the older rows' sums held),
+      and a row's are frozen once it is older. On a weak model a row's
+      responsibilities depend much on the prior they were computed under,
+      so the first rows' (computed near :math:`q`) would hold the estimate
+      back (``docs/results_stream.md``, section 0.0000). Where the posteriors
+      carry less than ``min_information`` of the labels' information on the
+      prior, the mean of :math:`(\sum_k p_{ik}^2 / q_k - 1) / (K - 1)` over
+      the rows seen (``information_``; 1 for one-hot posteriors, 0 for
+      :math:`p_i = q`), only the batch's are recomputed: there EM to
+      convergence fits the unlabelled likelihood's noise, and the frozen
+      responsibilities, computed nearer :math:`q`, shrink towards it.
       The pseudo-rows keep every class off the simplex's boundary (no class
       is driven to ~0, as the MLE of a few rows does) and pull a noisy
       estimate towards :math:`q`;
@@ -94,7 +105,9 @@ class AggregatingPrior:
 
     State: at most :math:`M \times K + 4M` floats for :math:`M` experts
     (:math:`q`, the forgetting and the trend ones), whatever the stream's length;
-    cost per update :math:`O(bKM)` per EM step. The batch crosses to the host
+    plus the ``recent_rows`` rows' ratios :math:`p/q` and ages ((K + 1) x
+    ``recent_rows`` floats); cost per update :math:`O((b + R)KM)` per EM step
+    for :math:`R` = ``recent_rows``. The batch crosses to the host
     once (one transfer, one ``dask.compute`` for Dask): ``b x K`` numbers,
     where the state lives; ``prior_`` is handed back in the batch's
     namespace.
@@ -130,6 +143,15 @@ class AggregatingPrior:
         monotone drift, where a forgetting estimate lags (the CIFAR-10
         streams of ``docs/results_stream.md``, section 0.0).
 
+    recent_rows : int, default=200
+        :math:`R`, the rows before the batch whose E-step is redone at every
+        update; 0: each row's in its own update only (plain on-line EM).
+        Chosen on ``benchmarks/bench_stream_gate.py`` (``docs/results_stream.md``,
+        section 0.0000).
+    min_information : float, default=0.1
+        In [0, 1]: the share of information (``information_``) below which
+        the recent rows' E-step is not redone.
+
     Attributes
     ----------
     prior_ : ndarray of shape (n_classes,)
@@ -143,6 +165,9 @@ class AggregatingPrior:
         The experts' priors, in the same order.
     n_seen_ : int
         Number of rows given.
+    information_ : float
+        The posteriors' share of the labels' information on the prior, over
+        the rows given (0 before any).
 
     See Also
     --------
@@ -197,11 +222,14 @@ class AggregatingPrior:
     ...     tracker = tracker.update(batch(0.9))
     >>> np.round(tracker.prior_, 1)
     array([0.9, 0.1])
-    >>> for _ in range(30):  # the prior switches
+    >>> for _ in range(60):  # the prior switches
     ...     tracker = tracker.update(batch(0.2))
     >>> np.round(tracker.prior_, 1)
     array([0.2, 0.8])
     """
+
+    # (a tracker pickled before the recent rows: on-line EM, as then)
+    recent_rows, min_information, _recent, _chi_square = 0, 0.1, None, 0.0
 
     def __init__(
         self,
@@ -214,6 +242,8 @@ class AggregatingPrior:
         share=0.01,
         em_steps=3,
         trend_horizons=None,
+        recent_rows=200,
+        min_information=0.1,
     ):
         given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
@@ -230,6 +260,14 @@ class AggregatingPrior:
         if em_steps < 1:
             raise ValueError(f"em_steps must be at least 1, got {em_steps}.")
         self.em_steps = int(em_steps)
+        if isinstance(recent_rows, bool) or not isinstance(recent_rows, Integral):
+            raise TypeError(f"recent_rows must be an integer, got {recent_rows!r}.")
+        if recent_rows < 0:
+            raise ValueError(f"recent_rows must be >= 0, got {recent_rows}.")
+        self.recent_rows = int(recent_rows)
+        self.min_information = _check_number(
+            min_information, "min_information", 0.0, upper=1.0, closed=True
+        )
         n_classes, n_trends = len(self.train_prior), len(self._trend_of)
         n_experts = len(self.horizons) + 1 + n_trends
         self.n_seen_ = 0
@@ -241,6 +279,8 @@ class AggregatingPrior:
         self._age_moments = np.zeros((2, n_trends))
         self._age_sums = np.zeros((n_trends, n_classes))
         self._last_rows = 1
+        self._chi_square = 0.0  # (sum over rows of sum_k p_k^2 / q_k)
+        self._init_recent()
         self._trends = self._trend_experts()  # (kept: they change with update only)
         self._log_weights = np.full(n_experts, -np.log(n_experts))
         self.prior_ = like(self.train_prior, train_prior)
@@ -313,8 +353,10 @@ class AggregatingPrior:
         # numbers, as many as one pass over it reads; the state is there)
         (ratios,) = to_host(xp, proba)
         ratios = ratios.astype(np.float64) / self.train_prior
+        if self._recent is None:  # (a tracker pickled before the recent rows)
+            self._init_recent()
         experts = self.experts_
-        log_likelihoods, back = _scores(ratios, experts)
+        log_likelihoods = _log_likelihoods(ratios, experts)
         log_likelihoods[1:] -= self.margin * n_rows
         log_weights = self._log_weights + self.learning_rate * log_likelihoods
         log_weights = log_weights - logsumexp(np, log_weights, axis=0)
@@ -327,20 +369,36 @@ class AggregatingPrior:
         self._log_weights = log_weights - logsumexp(np, log_weights, axis=0)
         decay = np.exp(-n_rows / self.horizons)
         self._age_rows(decay[self._trend_of], n_rows)
-        kept = decay[:, None] * self._sums
         self._counts = decay * self._counts + n_rows
-        n_forgetting = len(self.horizons) + 1
-        experts, back = experts[:n_forgetting], back[:, :n_forgetting]
+        self._chi_square += float(np.sum((ratios * ratios) @ self.train_prior))
+        self.n_seen_ += n_rows
+        # (the rows whose E-step is done: the recent ones and this batch; the
+        # older rows' sums are frozen and decay, as the counts do)
+        frozen, frozen_ages = self._frozen
+        trend_decay = decay[self._trend_of]
+        frozen_ages = trend_decay[:, None] * (
+            frozen_ages + n_rows * frozen[self._trend_of]
+        )
+        frozen = decay[:, None] * frozen
+        rows = np.vstack([self._recent, ratios])
+        ages = np.concatenate([self._recent_ages + n_rows, np.zeros(n_rows)])
+        recent = self.recent_rows if self.information_ >= self.min_information else 0
+        leaving = max(len(rows) - recent, 0)
+        experts = experts[: len(self.horizons) + 1]
         for step in range(self.em_steps):
-            # (EM steps on this batch, the older rows' sums kept: the first
-            # at the estimates scored above, each further one at the last)
+            # (EM steps on these rows, the frozen sums held: the first at the
+            # estimates scored above, each further one at the last)
             if step:
                 experts = self._forgetting_experts()
-                back = _scores(ratios, experts)[1]
-            self._sums = kept + experts[1:] * back.T[1:]
+            out = self._responsibility_sums(experts, rows[:leaving], ages[:leaving])
+            kept = self._responsibility_sums(experts, rows[leaving:], ages[leaving:])
+            self._sums = frozen + out[0] + kept[0]
+            self._age_sums = frozen_ages + out[1] + kept[1]
+        # (the rows beyond the last recent_rows are frozen at the last step)
+        self._frozen = (frozen + out[0], frozen_ages + out[1])
+        self._recent, self._recent_ages = rows[leaving:], ages[leaving:]
         self._last_rows = n_rows
         self._trends = self._trend_experts()
-        self.n_seen_ += n_rows
         prior = self.weights_ @ self.experts_
         self.prior_ = like(prior / prior.sum(), proba)
         return self
@@ -349,31 +407,60 @@ class AggregatingPrior:
         """Every row seen gets ``n_rows`` older, then the moments decay.
 
         With ages ``a -> a + b``: ``sum w a^2 -> sum w a^2 + 2 b sum w a + b^2
-        sum w``, ``sum w a -> sum w a + b sum w`` (and the same for the
-        responsibilities); then every weight times ``d``. The new batch, at
-        age 0, adds to the zeroth moments only (the counts and sums).
+        sum w``, ``sum w a -> sum w a + b sum w`` (the responsibilities' ``sum
+        w a r`` likewise, in ``update``); then every weight times ``d``. The
+        new batch, at age 0, adds to the zeroth moments only (the counts).
         """
         (m1, m2), n = self._age_moments, self._counts[self._trend_of]
         self._age_moments = decay * np.stack(
             [m1 + n_rows * n, m2 + 2 * n_rows * m1 + n_rows**2 * n]
         )
-        self._age_sums = decay[:, None] * (
-            self._age_sums + n_rows * self._sums[self._trend_of]
-        )
+
+    @property
+    def information_(self):
+        """The share of the labels' information on the prior in the rows seen.
+
+        ``(mean_i sum_k p_ik^2 / q_k - 1) / (K - 1)``: 1 for one-hot
+        posteriors, 0 for posteriors equal to ``q``, 0 before any row.
+        """
+        k = len(self.train_prior)
+        mean = self._chi_square / self.n_seen_ if self.n_seen_ else 1.0
+        return max(mean - 1.0, 0.0) / max(k - 1, 1)
+
+    def _init_recent(self):
+        """No recent row; every sum frozen (and, unpickled, as it was)."""
+        self._recent = np.zeros((0, len(self.train_prior)))
+        self._recent_ages = np.zeros(0)
+        self._frozen = (self._sums.copy(), self._age_sums.copy())
+
+    def _responsibility_sums(self, experts, rows, ages):
+        """The forgetting experts' responsibility sums over ``rows``.
+
+        Each row weighted ``exp(-age / H_e)``: for each forgetting expert the
+        sum of ``w r_i`` (H x K), and for each trend expert that of
+        ``w age r_i`` (T x K), with ``r_i`` the E-step at ``experts``
+        (the training prior first).
+        """
+        moved = experts[1:]
+        weights = np.exp(-ages[:, None] / self.horizons) / _likelihoods(rows, moved)
+        sums = moved * (rows.T @ weights).T
+        trend = self._trend_of
+        by_age = moved[trend] * (rows.T @ (weights[:, trend] * ages[:, None])).T
+        return sums, by_age
 
 
-def _scores(ratios, experts):
-    """Each expert's log-likelihood of the batch and its responsibility factors.
+def _log_likelihoods(ratios, experts):
+    """Each expert's log-likelihood ``sum_i log sum_k ratios_ik experts_ek``.
 
     ``ratios`` is ``p_ik / q_k`` (b x K), ``experts`` the priors (M x K).
-    Returns the M log-likelihoods ``sum_i log L_ie``, ``L_ie = sum_k
-    ratios_ik experts_ek``, and the K x M matrix ``sum_i ratios_ik / L_ie``:
-    expert ``e``'s responsibility sums are ``experts_e * back[:, e]``.
     """
+    return np.log(_likelihoods(ratios, experts)).sum(axis=0)
+
+
+def _likelihoods(ratios, experts):
     # (a row of zeros where an expert has mass cannot come from a valid
     # posterior; the floor keeps a 0 underflowed in float64 finite)
-    likelihoods = np.maximum(ratios @ experts.T, np.finfo(np.float64).tiny)
-    return np.log(likelihoods).sum(axis=0), ratios.T @ (1.0 / likelihoods)
+    return np.maximum(ratios @ experts.T, np.finfo(np.float64).tiny)
 
 
 def _check_horizons(horizons):

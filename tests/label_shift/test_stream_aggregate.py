@@ -20,43 +20,64 @@ from tests.label_shift.test_stream import stationary_stream
 # -- AggregatingPrior ----------------------------------------------------------------
 
 
-def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin, trends=()):
-    """AggregatingPrior written from its formulas, one Python loop per expert.
+def naive_aggregating(
+    batches,
+    q,
+    horizons,
+    c,
+    eta,
+    share,
+    em_steps,
+    margin,
+    trends=(),
+    recent=0,
+    min_information=0.1,
+):
+    """AggregatingPrior written from its formulas, one Python loop per row.
 
-    A trend expert refits, from every batch kept (its responsibility sums and
-    age), the weighted least-squares line through the rows' responsibilities
-    (``np.polyfit``, weights ``exp(-age / H)`` per row) at each round.
+    Each row keeps, per forgetting expert, its responsibilities: recomputed at
+    every EM step while the row is among the rows of this batch and the
+    ``recent`` before it (``recent`` = 0 when the posteriors' share of the
+    information, ``(mean sum_k p_k^2 / q_k - 1) / (K - 1)``, is below
+    ``min_information``), then frozen at the last. A trend expert fits, at
+    each round, the weighted least-squares line through every row's
+    responsibilities against its age (``np.polyfit``, weights ``exp(-age /
+    H)``).
     """
     n_classes = len(q)
-    sums = [np.zeros(n_classes) for _ in horizons]
     counts = [0.0 for _ in horizons]
-    history = [[] for _ in horizons]  # (responsibility sums, rows, rows seen at)
-    weights = np.full(
-        len(horizons) + len(trends) + 1, 1 / (len(horizons) + len(trends) + 1)
-    )
-    seen = 0
+    rows = []  # [p, rows seen when it came, responsibilities per expert, frozen]
+    n_experts = len(horizons) + len(trends) + 1
+    weights = np.full(n_experts, 1 / n_experts)
+    seen, chi_square = 0, 0.0
+
+    def sums(e, h):
+        return sum(
+            (np.exp(-(seen - at) / h) * resp[e] for _, at, resp, _ in rows),
+            np.zeros(n_classes),
+        )
+
+    def experts():
+        return [q] + [
+            (sums(e, h) + c * q) / (counts[e] + c) for e, h in enumerate(horizons)
+        ]
 
     def trend(h):
         e = list(horizons).index(h)
-        rows = np.array([b for _, b, _ in history[e]], dtype=float)
-        ages = np.array([seen - at for _, _, at in history[e]], dtype=float)
-        w = rows * np.exp(-ages / h)
-        n = w.sum()
-        if len(rows) < 2:
+        ages = np.array([seen - at for _, at, _, _ in rows], dtype=float)
+        if len(np.unique(ages)) < 2:
             return experts()[e + 1]
-        means = np.array([r / b for r, b, _ in history[e]])
+        w = np.exp(-ages / h)
+        means = np.array([resp[e] for _, _, resp, _ in rows])
         forecast = np.empty(n_classes)
         for k in range(n_classes):
             slope, level = np.polyfit(ages, means[:, k], 1, w=np.sqrt(w))
             forecast[k] = max(level - slope * len(batches[0]), 0.0)
-        return (n * forecast / forecast.sum() + c * q) / (n + c)
+        return (w.sum() * forecast / forecast.sum() + c * q) / (w.sum() + c)
 
-    def experts():
-        return [q] + [(s + c * q) / (n + c) for s, n in zip(sums, counts, strict=True)]
-
-    def responsibilities(batch, prior):
-        joint = batch * prior / q
-        return (joint / joint.sum(axis=1, keepdims=True)).sum(axis=0)
+    def responsibilities(p, prior):
+        joint = p * prior / q
+        return joint / joint.sum()
 
     for batch in batches:
         current = experts() + [trend(h) for h in trends]
@@ -66,15 +87,21 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin, tre
         weights = weights * np.exp(-eta * np.array(losses))
         weights = (1 - share) * weights / weights.sum() + share / len(weights)
         seen += len(batch)
+        chi_square += sum(np.sum(p * p / q) for p in batch)
+        information = (chi_square / seen - 1) / (n_classes - 1)
+        kept = recent if information >= min_information else 0
         for e, h in enumerate(horizons):
-            decay = np.exp(-len(batch) / h)
-            kept, counts[e] = decay * sums[e], decay * counts[e] + len(batch)
+            counts[e] = np.exp(-len(batch) / h) * counts[e] + len(batch)
+        rows += [[p, seen, [None] * len(horizons), False] for p in batch]
+        active = [row for row in rows if not row[3]]
+        for e, h in enumerate(horizons):
             prior = current[e + 1]
             for _ in range(em_steps):
-                new = responsibilities(batch, prior)
-                sums[e] = kept + new
-                prior = (sums[e] + c * q) / (counts[e] + c)
-            history[e].append((new, len(batch), seen))
+                for row in active:
+                    row[2][e] = responsibilities(row[0], prior)
+                prior = (sums(e, h) + c * q) / (counts[e] + c)
+        for row in active[: max(len(active) - kept, 0)]:
+            row[3] = True
     mix = weights @ np.array(experts() + [trend(h) for h in trends])
     return mix / mix.sum(), weights
 
@@ -89,6 +116,10 @@ def naive_aggregating(batches, q, horizons, c, eta, share, em_steps, margin, tre
         {"margin": 0.2, "learning_rate": 0.5},
         {"horizons": (5, 30, 100), "trend_horizons": (30, 5)},
         {"trend_horizons": ()},
+        {"recent_rows": 0},
+        {"recent_rows": 25, "em_steps": 2, "horizons": (5, 30, 100)},
+        {"recent_rows": 45, "horizons": (5, 30, 100), "trend_horizons": (30,)},
+        {"min_information": 0.95},  # (above the WideResNet's 0.87: on-line EM)
     ],
 )
 def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
@@ -107,6 +138,8 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         "em_steps": 3,
         "margin": 0.01,
         "trend_horizons": (800, 1600, 3200),
+        "recent_rows": 200,
+        "min_information": 0.1,
     }
     kw = {**defaults, **params}
     if "horizons" in params and "trend_horizons" not in params:
@@ -121,10 +154,55 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         kw["em_steps"],
         kw["margin"],
         kw["trend_horizons"],
+        kw["recent_rows"],
+        kw["min_information"],
     )
     np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
     np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
     assert tracker.n_seen_ == 300
+
+
+def test_recent_rows_follow_the_share_of_information(cifar10):
+    """Ten nearly uninformative batches, then informative ones: the share of
+    information crosses ``min_information`` and the E-step of the recent rows
+    starts being redone, as the loop does it."""
+    proba = cifar10[0][:300].astype(np.float64)
+    q = np.bincount(cifar10[1], minlength=10) / len(cifar10[1])
+    batches = np.split(proba, 30)
+    batches[:10] = [0.97 * q + 0.03 * batch for batch in batches[:10]]
+    tracker = AggregatingPrior(q, horizons=(5, 30, 100), recent_rows=40)
+    shares = []
+    for batch in batches:
+        shares.append(tracker.update(batch).information_)
+    assert shares[9] < 0.1 < shares[-1]
+    prior, weights = naive_aggregating(
+        batches, q, (5, 30, 100), 3.0, 1.0, 0.01, 3, 0.01, (), 40, 0.1
+    )
+    np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
+    np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
+
+
+def test_aggregating_prior_pickled_before_the_recent_rows_goes_on(cifar10):
+    """A tracker without the recent rows' state (pickled before them) goes on
+    as on-line EM: as ``recent_rows=0`` from the start."""
+    proba = cifar10[0][:200].astype(np.float64)
+    q = np.bincount(cifar10[1], minlength=10) / len(cifar10[1])
+    batches = np.split(proba, 20)
+    old = AggregatingPrior(q, recent_rows=0)
+    for batch in batches[:10]:
+        old.update(batch)
+    state = pickle.loads(pickle.dumps(old)).__dict__
+    new = ("recent_rows", "min_information", "_recent", "_recent_ages", "_frozen")
+    unpickled = object.__new__(AggregatingPrior)
+    unpickled.__dict__.update(
+        {key: value for key, value in state.items() if key not in (*new, "_chi_square")}
+    )
+    reference = AggregatingPrior(q, recent_rows=0)
+    for batch in batches:
+        reference.update(batch)
+    for batch in batches[10:]:
+        unpickled.update(batch)
+    np.testing.assert_allclose(unpickled.prior_, reference.prior_, rtol=1e-12)
 
 
 @pytest.mark.parametrize("margin", [0.0, 0.01])
@@ -221,6 +299,8 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"margin": -0.1}, "margin"),
         ({"margin": np.inf}, "margin"),
         ({"em_steps": 0}, "em_steps"),
+        ({"recent_rows": -1}, "recent_rows"),
+        ({"min_information": 1.5}, "min_information"),
         ({"trend_horizons": (500,)}, "trend_horizons"),
         ({"trend_horizons": (800, 800)}, "trend_horizons"),
         ({"horizons": (5, 30), "trend_horizons": (5, 40)}, "trend_horizons"),
