@@ -149,7 +149,7 @@ class AggregatingPrior:
         Chosen on ``benchmarks/bench_stream_gate.py`` (``docs/results_stream.md``,
         section 0.0000).
     min_information : float, default=0.1
-        In [0, 1]: the share of information (``information_``) below which
+        In [0, 1): the share of information (``information_``) below which
         the recent rows' E-step is not redone.
 
     Attributes
