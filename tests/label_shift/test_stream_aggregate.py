@@ -32,6 +32,7 @@ def naive_aggregating(
     trends=(),
     recent=0,
     min_information=0.1,
+    c_pred=None,
 ):
     """AggregatingPrior written from its formulas, one Python loop per row.
 
@@ -42,7 +43,8 @@ def naive_aggregating(
     ``min_information``), then frozen at the last. A trend expert fits, at
     each round, the weighted least-squares line through every row's
     responsibilities against its age (``np.polyfit``, weights ``exp(-age /
-    H)``).
+    H)``). The prediction mixes the experts with ``c_pred`` pseudo-rows
+    (``c`` when None).
     """
     n_classes = len(q)
     counts = [0.0 for _ in horizons]
@@ -57,16 +59,16 @@ def naive_aggregating(
             np.zeros(n_classes),
         )
 
-    def experts():
+    def experts(c=c):
         return [q] + [
             (sums(e, h) + c * q) / (counts[e] + c) for e, h in enumerate(horizons)
         ]
 
-    def trend(h):
+    def trend(h, c=c):
         e = list(horizons).index(h)
         ages = np.array([seen - at for _, at, _, _ in rows], dtype=float)
         if len(np.unique(ages)) < 2:
-            return experts()[e + 1]
+            return experts(c)[e + 1]
         w = np.exp(-ages / h)
         means = np.array([resp[e] for _, _, resp, _ in rows])
         forecast = np.empty(n_classes)
@@ -102,7 +104,8 @@ def naive_aggregating(
                 prior = (sums(e, h) + c * q) / (counts[e] + c)
         for row in active[: max(len(active) - kept, 0)]:
             row[3] = True
-    mix = weights @ np.array(experts() + [trend(h) for h in trends])
+    c_pred = c if c_pred is None else c_pred
+    mix = weights @ np.array(experts(c_pred) + [trend(h, c_pred) for h in trends])
     return mix / mix.sum(), weights
 
 
@@ -120,6 +123,9 @@ def naive_aggregating(
         {"recent_rows": 25, "em_steps": 2, "horizons": (5, 30, 100)},
         {"recent_rows": 45, "horizons": (5, 30, 100), "trend_horizons": (30,)},
         {"min_information": 0.95},  # (above the WideResNet's 0.87: on-line EM)
+        {"predictive_concentration": None},  # (the experts' own: 0.3)
+        {"predictive_concentration": 0.1, "horizons": (5, 30, 100)},
+        {"predictive_concentration": 4.0, "trend_horizons": (3200, 50)},
     ],
 )
 def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
@@ -140,6 +146,7 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         "trend_horizons": (800, 1600, 3200),
         "recent_rows": 200,
         "min_information": 0.1,
+        "predictive_concentration": 1.0,
     }
     kw = {**defaults, **params}
     if "horizons" in params and "trend_horizons" not in params:
@@ -156,6 +163,9 @@ def test_aggregating_prior_equals_the_naive_loop(cifar10, params):
         kw["trend_horizons"],
         kw["recent_rows"],
         kw["min_information"],
+        None
+        if kw["predictive_concentration"] is None
+        else kw["predictive_concentration"] * 10,
     )
     np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
     np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
@@ -176,7 +186,7 @@ def test_recent_rows_follow_the_share_of_information(cifar10):
         shares.append(tracker.update(batch).information_)
     assert shares[9] < 0.1 < shares[-1]
     prior, weights = naive_aggregating(
-        batches, q, (5, 30, 100), 3.0, 1.0, 0.01, 3, 0.01, (), 40, 0.1
+        batches, q, (5, 30, 100), 3.0, 1.0, 0.01, 3, 0.01, (), 40, 0.1, 10.0
     )
     np.testing.assert_allclose(tracker.prior_, prior, rtol=1e-10)
     np.testing.assert_allclose(tracker.weights_, weights, rtol=1e-9)
@@ -203,6 +213,38 @@ def test_aggregating_prior_pickled_before_the_recent_rows_goes_on(cifar10):
     for batch in batches[10:]:
         unpickled.update(batch)
     np.testing.assert_allclose(unpickled.prior_, reference.prior_, rtol=1e-12)
+
+
+def test_aggregating_prior_pickled_before_the_predictive_pseudo_rows_goes_on(cifar10):
+    """A tracker pickled before ``predictive_concentration`` predicts with its
+    experts' own pseudo-rows, as then: as ``predictive_concentration=None``."""
+    proba = cifar10[0][:200].astype(np.float64)
+    q = np.bincount(cifar10[1], minlength=10) / len(cifar10[1])
+    batches = np.split(proba, 20)
+    old = AggregatingPrior(q)
+    for batch in batches[:10]:
+        old.update(batch)
+    state = pickle.loads(pickle.dumps(old)).__dict__
+    unpickled = object.__new__(AggregatingPrior)
+    unpickled.__dict__.update(
+        {
+            key: value
+            for key, value in state.items()
+            if key != "predictive_concentration"
+        }
+    )
+    reference = AggregatingPrior(q, predictive_concentration=None)
+    for batch in batches:
+        reference.update(batch)
+    for batch in batches[10:]:
+        unpickled.update(batch)
+    np.testing.assert_allclose(unpickled.prior_, reference.prior_, rtol=1e-12)
+    # (the default moves the prediction, not the experts or their weights)
+    default = AggregatingPrior(q)
+    for batch in batches:
+        default.update(batch)
+    np.testing.assert_allclose(default.weights_, reference.weights_, rtol=1e-12)
+    assert np.abs(default.prior_ - reference.prior_).max() > 1e-5
 
 
 @pytest.mark.parametrize("margin", [0.0, 0.01])
@@ -301,6 +343,8 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"em_steps": 0}, "em_steps"),
         ({"recent_rows": -1}, "recent_rows"),
         ({"min_information": 1.5}, "min_information"),
+        ({"predictive_concentration": 0}, "predictive_concentration"),
+        ({"predictive_concentration": -1.0}, "predictive_concentration"),
         ({"trend_horizons": (500,)}, "trend_horizons"),
         ({"trend_horizons": (800, 800)}, "trend_horizons"),
         ({"horizons": (5, 30), "trend_horizons": (5, 40)}, "trend_horizons"),
