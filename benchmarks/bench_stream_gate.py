@@ -5,14 +5,15 @@ the streams of ``_stream_protocol.py`` (the same draws as ``bench_stream.py``:
 a stream depends on the model, process, batch size and seed only) with the
 stream monitor's bets at several shares of ``shift_level`` and several prior
 odds of a shift behind the weight the estimate gets while they run
-(``--variants name=share[:odds],...``; share 0 is the monitor without bets,
-as before session 17, odds 0 the prediction without that weight, as before
-session 18; odds default ``_online.SHIFT_ODDS``), and optionally the tracker
-without the test
-(``ungated``: ``AggregatingPrior`` fed directly) and the 400-row window MAP
-(``w400``). Prints per cell the accuracy and log-loss against the unadapted
-model and every variant minus the first, paired by seed; ``--json`` keeps the
-per-seed figures (accuracy %, log-loss).
+(``--variants name=share[:odds[:c]],...``; share 0 is the monitor without
+bets, as before session 17, odds 0 the prediction without that weight, as
+before session 18; odds default ``_online.SHIFT_ODDS``; ``c`` the tracker's
+``predictive_concentration``, ``None`` for the experts' own as before session
+20, its default when left out), and optionally the tracker without the test
+(``ungated``: ``AggregatingPrior`` fed directly) and the window MAPs
+(``w50``, ``w100``, ``w200``, ``w400``). Prints per cell the accuracy and
+log-loss against the unadapted model and every variant minus the first,
+paired by seed; ``--json`` keeps the per-seed figures (accuracy %, log-loss).
 
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_stream_gate.py --models
 lenet-5-cifar-100 --processes monotone --seeds 30``.
@@ -60,14 +61,26 @@ def main():
         "--variants",
         default=f"before={_online.BET_SHARE}:0,now={_online.BET_SHARE}",
     )
-    parser.add_argument("--extra", nargs="*", default=[], choices=["ungated", "w400"])
+    parser.add_argument(
+        "--extra",
+        nargs="*",
+        default=[],
+        choices=["ungated", "w50", "w100", "w200", "w400"],
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     variants = {}
     for item in args.variants.split(","):
         name, setting = item.split("=")
-        share, _, odds = setting.partition(":")
-        variants[name] = (float(share), float(odds or _online.SHIFT_ODDS))
+        share, _, rest = setting.partition(":")
+        odds, _, smoothing = rest.partition(":")
+        # ("" keeps the tracker's default)
+        smoothing = None if smoothing == "None" else float(smoothing or "nan")
+        variants[name] = (
+            float(share),
+            float(odds or _online.SHIFT_ODDS),
+            smoothing,
+        )
     out = {}
     for model in args.models:
         setup = Setup(model, *load_model_outputs(model))
@@ -82,15 +95,20 @@ def main():
                 path = prior_path(process, args.rounds, mu1, mu2, setup.fit_prior, rng)
                 rows = setup.draw(path, args.batch, rng)
                 methods = {}
-                for name, (share, odds) in variants.items():
+                for name, (share, odds, smoothing) in variants.items():
                     # (read by each stream's state when reset_prior builds it)
                     _online.BET_SHARE, _online.SHIFT_ODDS = share, odds
                     setup.fitted = fitted[name]
                     methods[name] = Wrapper(setup, "aggregate")
+                    if smoothing is None or not np.isnan(smoothing):
+                        # (read by the tracker at each update)
+                        tracker = methods[name].est._stream.tracker
+                        tracker.predictive_concentration = smoothing
                 if "ungated" in args.extra:
                     methods["ungated"] = Tracker(AggregatingPrior(setup.q), setup)
-                if "w400" in args.extra:
-                    methods["w400"] = WindowMAP(setup.q, 400)
+                for size in (50, 100, 200, 400):
+                    if f"w{size}" in args.extra:
+                        methods[f"w{size}"] = WindowMAP(setup.q, size)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     priors, _ = run_stream(setup, rows, methods)
