@@ -73,14 +73,8 @@ def main():
     for item in args.variants.split(","):
         name, setting = item.split("=")
         share, _, rest = setting.partition(":")
-        odds, _, smoothing = rest.partition(":")
-        # ("" keeps the tracker's default)
-        smoothing = None if smoothing == "None" else float(smoothing or "nan")
-        variants[name] = (
-            float(share),
-            float(odds or _online.SHIFT_ODDS),
-            smoothing,
-        )
+        odds, _, smoothing = rest.partition(":")  # (smoothing "": the default)
+        variants[name] = (float(share), float(odds or _online.SHIFT_ODDS), smoothing)
     out = {}
     for model in args.models:
         setup = Setup(model, *load_model_outputs(model))
@@ -100,10 +94,10 @@ def main():
                     _online.BET_SHARE, _online.SHIFT_ODDS = share, odds
                     setup.fitted = fitted[name]
                     methods[name] = Wrapper(setup, "aggregate")
-                    if smoothing is None or not np.isnan(smoothing):
-                        # (read by the tracker at each update)
-                        tracker = methods[name].est._stream.tracker
-                        tracker.predictive_concentration = smoothing
+                    if smoothing:  # (read by the tracker at each update)
+                        methods[name].est._stream.tracker.predictive_concentration = (
+                            None if smoothing == "None" else float(smoothing)
+                        )
                 if "ungated" in args.extra:
                     methods["ungated"] = Tracker(AggregatingPrior(setup.q), setup)
                 for size in (50, 100, 200, 400):

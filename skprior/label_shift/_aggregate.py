@@ -181,7 +181,9 @@ class AggregatingPrior:
         Weights of the experts: the training prior first, then one per
         horizon, then one per trend horizon.
     experts_ : ndarray of shape (n_experts, n_classes)
-        The experts' priors, in the same order.
+        The experts' priors, in the same order, as scored (with
+        ``concentration``); ``prior_`` mixes them with
+        ``predictive_concentration`` pseudo-rows instead.
     n_seen_ : int
         Number of rows given.
     information_ : float
@@ -322,26 +324,28 @@ class AggregatingPrior:
         With ``concentration`` pseudo-rows per class (``self.concentration``
         by default).
         """
+        if concentration is None:
+            concentration = self.concentration
         q = self.train_prior
-        c = (concentration or self.concentration) * q.size
-        forgetting = (self._sums + c * q) / (self._counts + c)[:, None]
-        return np.vstack([q, forgetting])
+        return np.vstack([q, _map(self._counts, self._sums, q, concentration)])
 
-    def _trend_experts(self, concentration=None):
-        """The discounted local-linear forecasts for the next batch, T x K.
+    def _trend_experts(self):
+        """The trend experts at ``concentration``, T x K."""
+        return _map(*self._trend_sums(), self.train_prior, self.concentration)
+
+    def _trend_sums(self):
+        """The discounted local-linear forecasts for the next batch, as sums.
 
         Per class, the weighted least-squares line ``a + beta * age``
         through the rows' responsibilities (weight ``d^age`` per row, age in
         rows, 0 for the last batch), taken at age ``-b`` (the next batch, as
         large as the last); clipped at 0 and renormalised (the line sums to
-        one, its values need not be >= 0), then the same pseudo-rows as the
-        forgetting experts: ``(N f + c q) / (N + c)``. Without two distinct
-        ages (one batch seen) the line is flat: the forgetting estimate.
-        With ``concentration`` pseudo-rows per class (``self.concentration``
-        by default).
+        one, its values need not be >= 0). Returned as the counts ``N`` and
+        the sums ``N f`` (T and T x K), which take the same pseudo-rows as
+        the forgetting experts: ``(N f + c q) / (N + c)``. Without two
+        distinct ages (one batch seen) the line is flat: the forgetting
+        estimate.
         """
-        q = self.train_prior
-        c = (concentration or self.concentration) * q.size
         n, s0 = self._counts[self._trend_of], self._sums[self._trend_of]
         (m1, m2), s1, b = self._age_moments, self._age_sums, self._last_rows
         # (level - b slope = (s0 (m2 + b m1) - s1 (m1 + b n)) / det, by the
@@ -354,8 +358,7 @@ class AggregatingPrior:
         forecast = np.maximum(s0 * on_s0[:, None] - s1 * on_s1[:, None], 0.0)
         # (the line sums to one, so the clipped one to >= 1; 0 before any row)
         total = np.maximum(forecast.sum(axis=1), np.finfo(np.float64).tiny)
-        forecast /= total[:, None]
-        return (n[:, None] * forecast + c * q) / (n + c)[:, None]
+        return n, n[:, None] * forecast / total[:, None]
 
     @property
     def weights_(self):
@@ -431,17 +434,17 @@ class AggregatingPrior:
         self._frozen = (frozen + out[0], frozen_ages + out[1])
         self._recent, self._recent_ages = rows[leaving:], ages[leaving:]
         self._last_rows = n_rows
-        self._trends = self._trend_experts()
-        prior = self.weights_ @ self._predictive_experts()
+        # (the line once, at both the experts' and the prediction's pseudo-rows)
+        trend_counts, trend_sums = self._trend_sums()
+        q, c = self.train_prior, self.predictive_concentration
+        c = self.concentration if c is None else c
+        self._trends = _map(trend_counts, trend_sums, q, self.concentration)
+        predicted = np.vstack(
+            [self._forgetting_experts(c), _map(trend_counts, trend_sums, q, c)]
+        )
+        prior = self.weights_ @ predicted
         self.prior_ = like(prior / prior.sum(), proba)
         return self
-
-    def _predictive_experts(self):
-        """The experts as ``prior_`` mixes them: ``predictive_concentration``."""
-        c = self.predictive_concentration
-        if c is None or c == self.concentration:
-            return self.experts_
-        return np.vstack([self._forgetting_experts(c), self._trend_experts(c)])
 
     def _age_rows(self, decay, n_rows):
         """Every row seen gets ``n_rows`` older, then the moments decay.
@@ -487,6 +490,16 @@ class AggregatingPrior:
         trend = self._trend_of
         by_age = moved[trend] * (rows.T @ (weights[:, trend] * ages[:, None])).T
         return sums, by_age
+
+
+def _map(counts, sums, q, concentration):
+    """MAP priors from responsibility sums: ``(S + c q) / (N + c)``.
+
+    ``counts`` N (E,), ``sums`` S (E x K); a Dirichlet hyper-prior of
+    ``c = concentration x K`` pseudo-rows centred on ``q``.
+    """
+    c = concentration * q.size
+    return (sums + c * q) / (counts + c)[:, None]
 
 
 def _log_likelihoods(ratios, experts):
