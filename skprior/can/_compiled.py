@@ -7,9 +7,11 @@ operation (row maxima and row sums for the validation, the screen, the output
 copy, the column sums of the confident rows, the correction). Here:
 
 1. :func:`screen`: the threads (one per core) take the batch in tasks of a
-   few MB in turn; each copies its rows into the output (NumPy's copy) and
-   then :func:`_screen` reads them once, while they are in the cache, and
-   computes for each row its sum (for the validation) and its largest entry
+   few MB in turn; in each, :func:`_screen` reads the rows once (copying
+   them into a given output as it goes; a new output gets NumPy's copy of
+   the task's rows first, and the screen reads them from the cache) and
+   computes for each row its sum (checked against 1, for the validation)
+   and its largest entry
    seen as unsigned bits (which finds every entry that is not a finite
    non-negative float, as ``_validation.check_proba_with_row_max`` does),
    the top-k uncertainty of the rows that the row-maximum bound does not
@@ -17,7 +19,9 @@ copy, the column sums of the confident rows, the correction). Here:
    of the confident rows (``sum_i A_i ** alpha``).
 2. :func:`correct`: the closed form of CAN with one iteration,
    ``q * b**alpha / (C + b**alpha)`` renormalised, written over the
-   low-confidence rows of the output (a few percent of the batch).
+   low-confidence rows of the output (a few percent of the batch, scattered
+   over it: each row's memory is asked for a few rows ahead, which halves
+   the time spent waiting for it).
 
 Anything else (a reference, ``d > 1``, powers near underflow, rows that
 lose digits) continues on the NumPy path from the screened batch
@@ -35,8 +39,11 @@ from queue import Empty, SimpleQueue
 
 import numba
 import numpy as np
+from llvmlite import binding, ir
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from skprior._utils._validation import _LOGITS_FIX, _check_rows
+from skprior._utils._validation import _LOGITS_FIX, _check_rows, _row_sum_tolerance
 from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
 
 # The threads of :func:`screen` and :func:`correct` (None: see
@@ -59,6 +66,25 @@ def _read_row(row, bits):
     total, largest = 0.0, bits[0]
     for j in range(row.shape[0]):
         total += np.float64(row[j])
+        largest = max(largest, bits[j])
+    return total, largest
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _copy_read_row(row, bits, out_row):
+    """:func:`_read_row`, copying ``row`` into ``out_row`` in the same sweep.
+
+    One read of the batch rather than memcpy's and then :func:`_read_row`'s
+    (0.3 of a pass less on 200,000 x 100 float32 into an existing array; see
+    :func:`screen` for a new one). A function of its own: a branch between
+    the two sweeps in one function stops the vectorisation of both (3x
+    slower).
+    """
+    total, largest = 0.0, bits[0]
+    for j in range(row.shape[0]):
+        value = row[j]
+        out_row[j] = value
+        total += np.float64(value)
         largest = max(largest, bits[j])
     return total, largest
 
@@ -131,8 +157,8 @@ def _entropy(top, k, renormalized, log_n):
 def _screen(
     proba,
     bits,
+    out,
     low,
-    row_sums,
     column_sums,
     cell,
     cell_value,
@@ -145,13 +171,17 @@ def _screen(
     accumulate,
     alpha,
     floor,
+    tolerance,
 ):
-    """One read of ``proba``: row sums, low-confidence mask, column sums.
+    """One read of ``proba``: its copy, row sums, low-confidence mask, column sums.
 
     ``bits`` is ``proba`` seen as unsigned integers, whose row maximum is
     ``>= bits(+inf)`` exactly when the row holds a NaN, an infinity or a
     negative number (-0.0 included): then the return value is ``True`` and
     the row is not screened (the caller raises, or takes the NumPy path).
+    Each row is copied into ``out`` as it is read, unless ``out`` is None.
+    A row whose sum is more than ``tolerance`` from 1 is flagged (the
+    caller raises).
     ``cell`` is a one-entry unsigned array and ``cell_value`` its float view,
     which turns the row's largest bits into its largest value; ``infinity``
     holds the bits of ``+inf``. A row is low-confidence when its
@@ -159,10 +189,10 @@ def _screen(
     whose maximum is at most ``share`` times their sum can be (the bound of
     ``_solvers._largest_uncertain_share``). With ``accumulate``, the
     confident rows' ``x ** alpha`` are summed per column into ``column_sums``,
-    and ``low`` entries are cleared. Returns ``(bad, small)``: whether an
-    entry is invalid, and whether (for ``alpha > 1``) a positive entry lies
+    and ``low`` entries are cleared. Returns ``(bad, small, off)``: whether
+    an entry is invalid, whether (for ``alpha > 1``) a positive entry lies
     below ``floor``, where powers lose precision and the NumPy path computes
-    in logs.
+    in logs, and whether a row sum is off.
     """
     n_classes = proba.shape[1]
     top = np.empty(max(k, 1))
@@ -171,11 +201,16 @@ def _screen(
     # overlap proba, and vectorises the sums, 1.7x faster than into the
     # argument)
     sums = np.zeros(n_classes)
-    bad, small = False, False
+    bad, small, off = False, False, False
     bound = share if renormalized else 0.0
     for i in range(proba.shape[0]):
-        total, largest = _read_row(proba[i], bits[i])
-        row_sums[i] = total
+        # (``out is None`` is settled when numba compiles: a branch between
+        # the two left in the loop slows the whole screen by 10 %)
+        if out is None:
+            total, largest = _read_row(proba[i], bits[i])
+        else:
+            total, largest = _copy_read_row(proba[i], bits[i], out[i])
+        off |= not abs(total - 1.0) <= tolerance
         if largest >= infinity:
             bad = True
             continue
@@ -200,7 +235,7 @@ def _screen(
                 for j in range(n_classes):
                     sums[j] += np.float64(proba[i, j]) ** alpha
     column_sums[:] = sums
-    return bad, small
+    return bad, small, off
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -212,6 +247,51 @@ def _sum(values):
     return total
 
 
+# LLVM's prefetch intrinsic, named for its pointer type (opaque from LLVM 15).
+_PREFETCH = (
+    "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+)
+
+
+@intrinsic
+def _prefetch(typingctx, matrix, row):
+    """Ask for the cache line that starts row ``row`` of a C-contiguous ``matrix``.
+
+    A hint (LLVM's ``llvm.prefetch``: a read, kept in every cache level),
+    which does not fault and changes no value; a no-op on machines without
+    such an instruction.
+    """
+    signature = numba.types.void(matrix, row)
+
+    def codegen(context, builder, signature, args):
+        matrix_type, row_type = signature.args
+        array = context.make_array(matrix_type)(context, builder, args[0])
+        first = context.cast(builder, args[1], row_type, numba.types.intp)
+        zero = context.get_constant(numba.types.intp, 0)
+        address = cgutils.get_item_pointer(
+            context, builder, matrix_type, array, [first, zero]
+        )
+        byte_pointer = ir.PointerType(ir.IntType(8))
+        integer = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte_pointer, integer, integer, integer]),
+            _PREFETCH,
+        )
+        # (read, locality 3: every cache level, data cache)
+        flags = [ir.Constant(integer, value) for value in (0, 3, 1)]
+        builder.call(function, [builder.bitcast(address, byte_pointer), *flags])
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+# How many rows ahead :func:`_correct` asks for a row (measured on 200,000 x
+# 100 float32 with 6 % of the rows corrected: 2.9 ms without, 1.3 ms with 2,
+# 1.5 ms with 4, 2.2 ms with 8).
+_AHEAD = 2
+
+
 @numba.njit(cache=True, nogil=True)
 def _correct(proba, out, rows, column_sums, prior, alpha, lost):
     """CAN with one iteration on ``proba[rows]``, written to ``out[rows]``.
@@ -221,12 +301,18 @@ def _correct(proba, out, rows, column_sums, prior, alpha, lost):
     whose result does not sum to one within 1e-6 (digits lost) is not
     written and is marked in ``lost`` (the caller redoes it on the NumPy
     path, in logs). Each row is read whole before its result is written, so
-    ``out`` may be ``proba`` itself.
+    ``out`` may be ``proba`` itself. The rows are scattered over the batch,
+    beyond the reach of the processor's own prefetching, so the row
+    ``_AHEAD`` places on (in ``proba`` and in ``out``) is asked for before
+    this one is computed.
     """
     n_classes = proba.shape[1]
     values = np.empty(n_classes)
     for position in range(rows.shape[0]):
         i = rows[position]
+        if position + _AHEAD < rows.shape[0]:
+            _prefetch(proba, rows[position + _AHEAD])
+            _prefetch(out, rows[position + _AHEAD])
         for j in range(n_classes):
             values[j] = proba[i, j]
         if alpha != 1:  # (a loop of its own: a branch in the next one slows it 10x)
@@ -260,22 +346,24 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
     n_rows, n_classes = proba.shape
-    # The batch goes in tasks of TASK_BYTES, which the threads take in turn:
-    # each copies its rows into the output (NumPy's copy, a memcpy), then
-    # screens them while they are still in the cache. The output's pages are
-    # new to the process: the system clears each on its first write, which
-    # costs more than the copy itself (about two reads of the batch), so
-    # the copy is shared out with the screen rather than run beside it.
+    # The batch goes in tasks of TASK_BYTES, which the threads take in turn.
+    # Into a given ``out``, each task's rows are copied as the screen reads
+    # them (one read of the batch). A new output's pages are new to the
+    # process: the system clears each on its first write, which costs more
+    # than the copy itself (about two reads of the batch), and there NumPy's
+    # copy (a memcpy) of the task's rows before the screen is faster (0.3
+    # of a pass on 200,000 x 100 float32, the screen then reading the rows
+    # from the cache). Either way the copy is shared out with the screen
+    # rather than run beside it.
     # Taking tasks in turn balances the threads when another process holds
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
     n_tasks = -(-n_rows // step)
-    in_place = out is proba
-    out = np.empty_like(proba) if out is None else out
+    in_place, new = out is proba, out is None
+    out = np.empty_like(proba) if new else out
     low = np.zeros(n_rows, dtype=bool)
-    row_sums = np.empty(n_rows)
     column_sums = np.zeros((n_tasks, n_classes))
-    flags = np.zeros((n_tasks, 2), dtype=bool)  # (bad, small) per task
+    flags = np.zeros((n_tasks, 3), dtype=bool)  # (bad, small, off) per task
     bits = proba.view(unsigned)
     constants = (
         np.array(np.inf, dtype=proba.dtype).view(unsigned)[()],
@@ -287,18 +375,19 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
         accumulate,
         float(alpha),
         proba.dtype.type(power_floor(alpha)),
+        _row_sum_tolerance(proba.dtype, n_classes),
     )
 
     def work(task):
         rows = slice(task * step, (task + 1) * step)
-        if not in_place:
+        if new:
             np.copyto(out[rows], proba[rows])
         cell = np.zeros(1, dtype=unsigned)
         flags[task] = _screen(
             proba[rows],
             bits[rows],
+            None if in_place or new else out[rows],
             low[rows],
-            row_sums[rows],
             column_sums[task],
             cell,
             cell.view(proba.dtype),
@@ -306,10 +395,12 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
         )
 
     _in_turn(range(n_tasks), work)
-    bad, small = flags.any(axis=0)
+    bad, small, off = flags.any(axis=0)
     if bad:
         return None
-    _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
+    if off:  # (the error, from the row sums in NumPy's order of the terms)
+        row_sums = proba.sum(axis=1, dtype=np.float64)
+        _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
     # (the tasks' sums added in task order: the same result for any threads)
     return out, low, column_sums.sum(axis=0), small
 

@@ -16,6 +16,7 @@ import pytest
 from scipy.special import softmax
 
 from skprior import alternating_normalization
+from skprior._utils._validation import _row_sum_tolerance
 from skprior.can import _can
 
 pytest.importorskip("numba")
@@ -191,6 +192,29 @@ def test_bad_rows_give_the_numpy_errors(monkeypatch, bad, match):
     monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
     with pytest.raises(ValueError, match=match):
         alternating_normalization(proba, np.full(4, 0.25))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_sums_are_checked_as_the_kernel_reads(monkeypatch, cifar100, dtype):
+    """The kernel checks each row's sum against the validation's tolerance as
+    it reads the row (in a late task, two threads): a row just inside the
+    tolerance is taken, as on the NumPy path; one just outside raises the
+    NumPy path's error, which names that row."""
+    proba = cifar(cifar100, dtype)
+    prior = np.full(100, 0.01)
+    tolerance = _row_sum_tolerance(dtype, 100)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 50 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "THREADS", 2)
+    inside = proba.copy()
+    inside[2900] *= dtype(1 + tolerance / 2)
+    assert abs(inside[2900].sum(dtype=np.float64) - 1) > tolerance / 4
+    assert_same(*both_paths(monkeypatch, inside, prior))
+    outside = proba.copy()
+    outside[2900] *= dtype(1 + 2 * tolerance)
+    for disabled in ("", "1"):
+        monkeypatch.setenv("SKPRIOR_NO_NUMBA", disabled)
+        with pytest.raises(ValueError, match="row 2900 sums to"):
+            alternating_normalization(outside, prior)
 
 
 def test_negative_zeros_and_the_callers_array(monkeypatch, cifar100):
