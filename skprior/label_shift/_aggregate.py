@@ -6,7 +6,7 @@ exponential weights on each one's predictive likelihood of the next batch,
 which needs no labels.
 """
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -545,11 +545,14 @@ def _check_trend_horizons(trend_horizons, horizons):
 
 
 def _check_number(value, name, lower, upper=np.inf, closed=False):
-    """A real in (lower, upper) (or [lower, upper) with ``closed``)."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}.") from None
+    """A real in (lower, upper) (or [lower, upper) with ``closed``).
+
+    A bool or a string is refused, as scikit-learn's parameter checks do
+    (``float(True)`` and ``float("0.5")`` would take them silently).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
+    value = float(value)
     above = value >= lower if closed else value > lower
     if not (above and value < upper and np.isfinite(value)):
         interval = f"{'[' if closed else '('}{lower:g}, {upper:g})"

@@ -355,6 +355,26 @@ def test_aggregating_prior_refuses_bad_parameters(params, match):
         AggregatingPrior([0.5, 0.5], **params)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "concentration",
+        "learning_rate",
+        "margin",
+        "share",
+        "min_information",
+        "predictive_concentration",
+    ],
+)
+@pytest.mark.parametrize("value", [True, "0.5", [0.5]])
+def test_aggregating_prior_refuses_parameters_that_are_not_numbers(name, value):
+    """A bool, a string or a list is not taken as a number (float() would
+    take the first two silently)."""
+    with pytest.raises(TypeError, match=f"{name} must be a real number"):
+        AggregatingPrior([0.5, 0.5], **{name: value})
+    AggregatingPrior([0.5, 0.5], **{name: np.float32(0.01)})  # (NumPy scalars are)
+
+
 def test_aggregating_prior_refuses_bad_batches():
     tracker = AggregatingPrior([0.5, 0.5])
     with pytest.raises(ValueError, match="columns"):
