@@ -122,3 +122,21 @@ def test_out_is_for_numpy_batches():
     proba = torch.tensor([[0.9, 0.1], [0.5, 0.5]], dtype=torch.float64)
     with pytest.raises(TypeError, match="out= takes a NumPy array"):
         alternating_normalization(proba, [0.5, 0.5], k=2, out=np.empty((2, 2)))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "kernel"])
+@pytest.mark.parametrize("layout", ["fortran", "strided"])
+def test_out_of_any_layout(monkeypatch, cifar100, compiled, layout):
+    """An ``out`` that is not C-contiguous (Fortran order, every other column
+    of a wider array) is written as a C-contiguous one (the kernel copies
+    into it row by row as it reads)."""
+    _kernel(monkeypatch, compiled)
+    proba = cifar100[0][:2000]
+    prior = np.full(proba.shape[1], 1 / proba.shape[1])
+    expected = alternating_normalization(proba, prior)
+    if layout == "fortran":
+        out = np.asfortranarray(np.full_like(proba, np.nan))
+    else:
+        out = np.full((proba.shape[0], 2 * proba.shape[1]), np.nan, proba.dtype)[:, ::2]
+    assert alternating_normalization(proba, prior, out=out) is out
+    np.testing.assert_allclose(out, expected, rtol=RTOL[proba.dtype.type], atol=0)
