@@ -255,11 +255,12 @@ _PREFETCH = (
 
 @intrinsic
 def _prefetch(typingctx, matrix, row):
-    """Ask for the cache line that starts row ``row`` of a C-contiguous ``matrix``.
+    """Ask for the cache line of ``matrix[row, 0]`` (any layout: by its strides).
 
     A hint (LLVM's ``llvm.prefetch``: a read, kept in every cache level),
     which does not fault and changes no value; a no-op on machines without
-    such an instruction.
+    such an instruction. The processor's own prefetching fetches the rest
+    of a row of a C-contiguous matrix once its first lines are read.
     """
     signature = numba.types.void(matrix, row)
 
