@@ -219,7 +219,7 @@ def alternating_normalization(
     rounding), in one thread per core (at most 8; the environment variable
     ``NUMBA_NUM_THREADS`` sets fewer, as joblib's workers do). The first
     such call of a process imports numba (about a second), the first on a
-    machine also compiles the kernel (seconds, and as much again for the
+    machine also compiles the kernel (seconds, and about a second more at the
     first call into an ``out`` other than ``proba``; the machine code is
     cached).
     The environment variable ``SKPRIOR_NO_NUMBA=1`` turns it off.
