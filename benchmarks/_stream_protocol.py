@@ -344,19 +344,29 @@ def run_stream(setup, rows, methods):
     return priors, {name: 1e6 * c / rounds for name, c in cost.items()}
 
 
+def _adjusted(setup, rows, prior_rows):
+    """The rows' posteriors adjusted to each round's prior, and their labels."""
+    proba = setup.proba[rows] * (prior_rows / setup.q)[:, None, :]
+    proba /= proba.sum(axis=2, keepdims=True)
+    return proba, setup.labels[rows]
+
+
+def row_log_losses(setup, rows, prior_rows):
+    """The log-loss of each row (in stream order) adjusted to its round's prior."""
+    proba, labels = _adjusted(setup, rows, prior_rows)
+    true = np.take_along_axis(proba, labels[:, :, None], axis=2)
+    return -np.log(np.maximum(true, LOG_LOSS_FLOOR)).ravel()
+
+
 def scores(setup, rows, prior_rows):
     """Accuracy (%) and mean log-loss of the rows adjusted to each round's prior.
 
     ``prior_rows`` is ``(rounds, K)``: round ``t``'s rows are adjusted by Bayes'
     rule, ``p(c|x) pi_c / q_c`` renormalised.
     """
-    proba = setup.proba[rows] * (prior_rows / setup.q)[:, None, :]
-    proba /= proba.sum(axis=2, keepdims=True)
-    labels = setup.labels[rows]
+    proba, labels = _adjusted(setup, rows, prior_rows)
     accuracy = 100 * np.mean(proba.argmax(axis=2) == labels)
-    true = np.take_along_axis(proba, labels[:, :, None], axis=2)
-    log_loss = -np.mean(np.log(np.maximum(true, LOG_LOSS_FLOOR)))
-    return accuracy, log_loss
+    return accuracy, row_log_losses(setup, rows, prior_rows).mean()
 
 
 def evaluate(

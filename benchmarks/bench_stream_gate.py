@@ -14,6 +14,11 @@ before session 18; odds default ``_online.SHIFT_ODDS``; ``c`` the tracker's
 (``w50``, ``w100``, ``w200``, ``w400``). Prints per cell the accuracy and
 log-loss against the unadapted model and every variant minus the first,
 paired by seed; ``--json`` keeps the per-seed figures (accuracy %, log-loss).
+``--row-se`` also prints, for each stream whose log-loss a method leaves above
+the unadapted model's, the mean of the rows' paired differences and its
+standard error (over blocks of 25 consecutive rows, which carries the rows'
+dependence through the shared estimate): whether that stream's excess is more
+than noise.
 
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_stream_gate.py --models
 lenet-5-cifar-100 --processes monotone --seeds 30``.
@@ -37,6 +42,7 @@ from _stream_protocol import (  # noqa: E402
     WindowMAP,
     Wrapper,
     prior_path,
+    row_log_losses,
     run_stream,
     scores,
     two_priors,
@@ -48,6 +54,23 @@ from skprior.label_shift import _online  # noqa: E402
 
 def mean_se(x, digits=3):
     return f"{x.mean():+.{digits}f} +- {x.std(ddof=1) / np.sqrt(len(x)):.{digits}f}"
+
+
+def print_row_se(setup, rows, priors, figures, model, process, seed, block=25):
+    """Each stream above the unadapted log-loss: its excess +- a block SE."""
+    unadapted = row_log_losses(setup, rows, priors["unadapted"])
+    for method, prior_rows in priors.items():
+        if method in ("unadapted", "oracle"):
+            continue
+        if figures[method][1] <= figures["unadapted"][1]:
+            continue
+        excess = row_log_losses(setup, rows, prior_rows) - unadapted
+        blocks = excess[: excess.size // block * block].reshape(-1, block).mean(axis=1)
+        se = blocks.std(ddof=1) / np.sqrt(blocks.size)
+        print(
+            f"  {model} {process} seed {seed} {method}: log-loss - unadapted "
+            f"{excess.mean():+.4f} +- {se:.4f} ({excess.mean() / se:+.2f} SE)"
+        )
 
 
 def main():
@@ -68,6 +91,7 @@ def main():
         choices=["ungated", "w50", "w100", "w200", "w400"],
     )
     parser.add_argument("--json")
+    parser.add_argument("--row-se", action="store_true")
     args = parser.parse_args()
     variants = {}
     for item in args.variants.split(","):
@@ -109,6 +133,10 @@ def main():
                 priors["unadapted"] = np.tile(setup.q, (args.rounds, 1))
                 priors["oracle"] = path
                 per_seed.append({m: scores(setup, rows, p) for m, p in priors.items()})
+                if args.row_se:
+                    print_row_se(
+                        setup, rows, priors, per_seed[-1], model, process, seed
+                    )
             out[f"{model}|{process}"] = per_seed
             acc = {m: np.array([r[m][0] for r in per_seed]) for m in per_seed[0]}
             loss = {m: np.array([r[m][1] for r in per_seed]) for m in per_seed[0]}

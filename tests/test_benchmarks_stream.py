@@ -25,7 +25,9 @@ from _stream_protocol import (  # noqa: E402
     make_methods,
     prior_path,
     project_simplex,
+    row_log_losses,
     run_stream,
+    scores,
     two_priors,
 )
 from bench_stream import main, paired_difference, print_gate, summarise  # noqa: E402
@@ -61,6 +63,23 @@ def test_draw_follows_the_prior(setup):
     frequencies = np.bincount(setup.labels[rows].ravel(), minlength=10) / rows.size
     np.testing.assert_allclose(frequencies, prior, atol=0.01)  # (10,000 rows)
     assert np.isin(rows, setup.pool).all()
+
+
+def test_row_log_losses_against_a_loop(setup):
+    """Each row's log-loss under its round's prior by Bayes' rule, in stream
+    order (a loop from the formula), and their mean is the scores' log-loss."""
+    rng = np.random.default_rng(2)
+    mu1, mu2 = two_priors(10, seed=1)
+    path = prior_path("sine", 6, mu1, mu2, setup.q, rng)
+    rows = setup.draw(path, 4, rng)
+    losses = row_log_losses(setup, rows, path)
+    expected = []
+    for t in range(rows.shape[0]):
+        for i in rows[t]:
+            adjusted = setup.proba[i] * path[t] / setup.q
+            expected.append(-np.log(adjusted[setup.labels[i]] / adjusted.sum()))
+    np.testing.assert_allclose(losses, expected, rtol=1e-12)
+    assert scores(setup, rows, path)[1] == pytest.approx(np.mean(expected), rel=1e-12)
 
 
 def test_each_round_is_predicted_from_the_rounds_before_it(setup):
