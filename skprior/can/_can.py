@@ -386,7 +386,7 @@ def _compiled_screen(proba, k, tau, alpha, accumulate, kind, out=None):
         or proba.dtype not in (np.float32, np.float64)
         or proba.ndim != 2
         or proba.shape[1] < 2
-        or proba.size < COMPILED_MIN_ELEMENTS
+        or proba.size < max(COMPILED_MIN_ELEMENTS, 1)  # (an empty batch: its error)
         or kind == "max_over_k"
         or os.environ.get("SKPRIOR_NO_NUMBA")
     ):

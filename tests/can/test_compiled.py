@@ -178,6 +178,16 @@ def test_softmax_of_huge_logits(monkeypatch, dtype):
         assert_same(compiled, numpy)
 
 
+def test_an_empty_batch_gets_the_numpy_paths_error(monkeypatch):
+    """With the kernel allowed on any size, an empty batch still goes to the
+    NumPy path and its error (the kernel would return an empty result)."""
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    for disabled in ("", "1"):
+        monkeypatch.setenv("SKPRIOR_NO_NUMBA", disabled)
+        with pytest.raises(ValueError, match="proba is empty"):
+            alternating_normalization(np.empty((0, 4)), np.full(4, 0.25))
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [(np.nan, "NaN or infinite"), (-0.1, "negative"), (0.5, "sum to 1")],
