@@ -399,7 +399,8 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     bad, small, off = flags.any(axis=0)
     if bad:
         return None
-    if off:  # (the error, from the row sums in NumPy's order of the terms)
+    if off:  # (NumPy's row sums decide, and give the error: a row off only by
+        # the kernel's order of the terms is taken, as the NumPy path takes it)
         row_sums = proba.sum(axis=1, dtype=np.float64)
         _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
     # (the tasks' sums added in task order: the same result for any threads)
