@@ -187,9 +187,10 @@ class StreamState:
         would be biased); for ``"rlls"`` the batch's RLLS estimate
         (regularised, so biased towards the held-out prior).
         """
-        if est.method == "rlls":
-            return est._prior_of(proba)
         if est.method != "bbse":
+            # (the estimate itself, never the test of no shift's q: the
+            # trackers average the batches' estimates, and a batch too small
+            # for the test to reject would pull them back to q)
             return est._batch_prior(proba)
         frequencies = predicted_counts(proba) / proba.shape[0]
         estimate = (self.bbse_inverse @ frequencies) * est.confusion_.sum(axis=0)

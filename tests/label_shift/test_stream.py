@@ -251,6 +251,26 @@ def test_wrapper_bbse_estimate_is_the_unclipped_inverse(blob_wrapper):
     )
 
 
+def test_wrapper_rlls_estimates_are_not_gated(blob_wrapper):
+    """online="fth" with method="rlls": s_t is each batch's RLLS estimate, as
+    with shift_level=None, also where the batch's test of no shift would give
+    q (10-row batches): online_prior_ is their projected mean."""
+    model, X, y = blob_wrapper
+    gated = PriorAdaptedClassifier(model, method="rlls", online="fth")
+    plain = PriorAdaptedClassifier(model, method="rlls", shift_level=None)
+    for wrapper in (gated, plain):
+        wrapper.fit(X[1500:2000], y[1500:2000])
+    estimates, kept_q = [], 0
+    for batch in np.array_split(X[2000:2300], 30):
+        gated.update_prior(batch)
+        estimates.append(plain.estimate_prior(batch))
+        kept_q += np.array_equal(gated.estimate_prior(batch), gated.train_prior_)
+    assert kept_q > 0  # (the case at stake: batches the test leaves at q)
+    np.testing.assert_allclose(
+        gated.online_prior_, naive_projection(np.mean(estimates, axis=0)), atol=1e-9
+    )
+
+
 @pytest.mark.parametrize("online", ["fth", "flh-ftl"])
 def test_drift_trackers_leave_predict_proba_alone(blob_wrapper, online):
     """update_prior with a drift tracker changes online_prior_, not predict_proba."""
