@@ -419,12 +419,19 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
             )
         if stream and self._stream.params != self._online_params():
             raise ValueError(
-                "online, online_budget or online_learning_rate was changed since "
-                "the stream began; call reset_prior() to start a stream with them."
+                "online, online_budget or online_learning_rate (with "
+                "online='cumulative' also dirichlet_alpha, solver, max_iter or "
+                "tol) was changed since the stream began; call reset_prior() to "
+                "start a stream with them."
             )
 
     def _online_params(self):
-        return (self.online, self.online_budget, self.online_learning_rate)
+        params = (self.online, self.online_budget, self.online_learning_rate)
+        if self.online == "cumulative":
+            # (its tracker keeps the estimator's settings from the stream's start)
+            alpha = self.dirichlet_alpha if self.method == "map" else None
+            params += (alpha, self.solver, self.max_iter, self.tol)
+        return params
 
     # -- the prior of a batch ------------------------------------------------------
 

@@ -932,3 +932,28 @@ def test_parameters_changed_after_fit_are_refused_clearly(blobs):
         ),
         atol=1e-12,
     )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"dirichlet_alpha": 50.0}, {"solver": "em"}, {"max_iter": 7}, {"tol": 1e-3}],
+)
+def test_cumulative_settings_changed_mid_stream_are_refused(blobs, params):
+    """online="cumulative" keeps the estimator's settings from the stream's
+    start: a set_params of one of them mid-stream is refused (not ignored), and
+    applies after reset_prior; online="fth" reads them at each batch."""
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(
+        model, method="map", online="cumulative", solver="squarem", shift_level=None
+    ).fit(X[1500:2000], y[1500:2000])
+    wrapper.update_prior(X[2000:2050])
+    changed = pickle.loads(pickle.dumps(wrapper)).set_params(**params)
+    with pytest.raises(ValueError, match=r"dirichlet_alpha, solver.*reset_prior\(\)"):
+        changed.update_prior(X[2050:2060])
+    changed.reset_prior().update_prior(X[2050:2060])
+    ((name, value),) = params.items()
+    assert getattr(changed._stream.tracker, name) == value
+    fth = wrapper.set_params(online="fth").reset_prior()
+    fth.update_prior(X[2050:2060])
+    fth.set_params(**params).update_prior(X[2060:2070])  # (taken at once)
