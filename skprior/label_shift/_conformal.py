@@ -229,8 +229,9 @@ def prior_ratio(mode, test_prior, train_prior, y, weights, n_classes):
     """The weights ``w(k) = pi_k / q_k`` of ``mode="weighted"`` (None otherwise).
 
     ``q`` defaults to the weighted frequencies of ``y``; a class absent from
-    the calibration rows but in the test prior gets ``w = inf`` (it is in
-    every set: nothing measures its scores).
+    the calibration rows (or of weight 0 there) but in the test prior gets
+    ``w = inf`` whatever ``q`` (it is in every set: nothing measures its
+    scores).
     """
     if mode != "weighted":
         if test_prior is not None:
@@ -246,12 +247,15 @@ def prior_ratio(mode, test_prior, train_prior, y, weights, n_classes):
             "Or pass mode='class' (no prior needed) or mode='split' (no shift)."
         )
     test = check_prior(test_prior, n_classes, name="test_prior")
-    if train_prior is not None:
-        return test / check_train_prior(train_prior, n_classes)
     calibration = label_frequencies(y, n_classes, weights)
+    given = (
+        calibration
+        if train_prior is None
+        else check_train_prior(train_prior, n_classes)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(test > 0, test / calibration, 0.0)
-    return ratio
+        ratio = np.where(test > 0, test / given, 0.0)
+    return np.where((calibration == 0) & (test > 0), np.inf, ratio)
 
 
 def score_matrix(proba, score, u=None):
@@ -383,7 +387,9 @@ def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None, delta
             )
     else:
         own = np.ones(n_classes) if ratio is None else ratio
-        row_weights = weights if ratio is None else weights * ratio[y]
+        row_weights = weights
+        if ratio is not None:  # (a row of weight 0 weighs 0, also at ratio inf)
+            row_weights = weights * np.where(weights > 0, ratio[y], 0.0)
         thresholds = _one_quantile(scores, y, row_weights, own, alpha, z, n_classes)
     always = np.flatnonzero(np.isinf(thresholds))
     if always.size:

@@ -96,8 +96,14 @@ def naive_sets(
     if mode == "weighted":
         if train_prior is None:
             train_prior = [sum(sw[y_cal == k]) / sum(sw) for k in range(n_classes)]
+        # (a class of the test prior without calibration weight: w = inf)
+        measured = [sum(sw[y_cal == k]) > 0 for k in range(n_classes)]
         ratio = [
-            0.0 if test_prior[k] == 0 else test_prior[k] / train_prior[k]
+            0.0
+            if test_prior[k] == 0
+            else test_prior[k] / train_prior[k]
+            if measured[k]
+            else np.inf
             for k in range(n_classes)
         ]
     z = None if delta is None else ndtri(1 - delta)
@@ -319,18 +325,33 @@ def test_delta_raises_the_level():
     assert np.all(conditional >= marginal) and conditional.sum() > marginal.sum()
 
 
-def test_a_class_without_calibration_rows_is_in_every_set(synthetic):
-    """Nothing measures its scores: t = inf, with a warning naming it."""
+@pytest.mark.parametrize("train_prior", [None, [0.25] * 4])
+@pytest.mark.parametrize("absent", ["dropped", "weight 0"])
+def test_a_class_without_calibration_rows_is_in_every_set(
+    synthetic, train_prior, absent
+):
+    """Nothing measures its scores: t = inf, with a warning naming it, also
+    with a given train_prior and for rows of weight 0 (which weigh nothing:
+    the other classes' sets are those of the rows dropped)."""
     proba_cal, y_cal, proba_test, _ = synthetic
     keep = y_cal != 3
-    with pytest.warns(UserWarning, match=r"Classes \[3\] are in every prediction"):
-        sets = conformal_prediction_set(
-            proba_cal[keep],
-            y_cal[keep],
-            proba_test,
-            test_prior=[0.4, 0.3, 0.2, 0.1],
-        )
+    dropped = (proba_cal[keep], y_cal[keep], proba_test)
+    options = {"test_prior": [0.4, 0.3, 0.2, 0.1], "train_prior": train_prior}
+    weighted = (proba_cal, y_cal, proba_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # (no 0 * inf)
+        with pytest.warns(UserWarning, match=r"Classes \[3\] are in every prediction"):
+            if absent == "dropped":
+                sets = conformal_prediction_set(*dropped, **options)
+            else:
+                sets = conformal_prediction_set(
+                    *weighted, sample_weight=keep.astype(float), **options
+                )
     assert sets[:, 3].all()
+    reference = naive_sets(
+        *dropped, 0.1, "lac", "weighted", options["test_prior"], train_prior, delta=0.15
+    )
+    np.testing.assert_array_equal(sets[:, :3], reference[:, :3])
 
 
 def test_inputs_are_not_modified(synthetic):
