@@ -474,14 +474,18 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         level = 1.0 if self.shift_level is None else self.shift_level
         return self._no_shift.test(self._inner_proba(X), level)
 
-    def _prior_of(self, proba):
-        """The test prior (host) for a batch with inner posteriors ``proba``."""
+    def _prior_of(self, proba, unshifted=None):
+        """The test prior (host) for a batch with inner posteriors ``proba``.
+
+        ``unshifted``: the prior where the test finds no shift (None:
+        ``train_prior_``).
+        """
         self._check_unchanged()
         if self.method == "known":
             return self.test_prior_
         prior, _ = shift_gated_prior(
             proba,
-            self.train_prior_,
+            self.train_prior_ if unshifted is None else unshifted,
             self._batch_prior,
             self._no_shift,
             self.shift_level,

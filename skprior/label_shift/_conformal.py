@@ -435,6 +435,10 @@ class SetCalibration:
         self.y = y
         self.weights = check_sample_weight(sample_weight, len(y))
 
+    def prior(self, n_classes):
+        """The weighted class frequencies of the calibration rows (host)."""
+        return label_frequencies(self.y, n_classes, self.weights)
+
     def sets(self, proba, alpha, score, mode, delta, test_prior=None):
         """The sets of the checked posteriors ``proba`` (``test_prior``: host)."""
         if score != self.score:

@@ -20,9 +20,10 @@ class UncertaintyMixin:
         ``fit`` data as the labelled calibration rows and the inner model's
         posteriors as the score (``set_score``), weighted as ``set_mode``
         says: by default by the ratio of the batch's prior, estimated from
-        ``X`` as :meth:`estimate_prior` does (the training prior where the
-        test of ``shift_level`` finds no shift), to the prior of the ``fit``
-        labels (Podkopaev and Ramdas, 2021).
+        ``X`` as :meth:`estimate_prior` does, to the prior of the ``fit``
+        labels (Podkopaev and Ramdas, 2021). Where the test of
+        ``shift_level`` finds no shift, the batch is taken as drawn like the
+        ``fit`` rows: a ratio of 1, the split-conformal sets.
 
         Parameters
         ----------
@@ -41,7 +42,12 @@ class UncertaintyMixin:
         """
         check_is_fitted(self)
         proba = self._inner_proba(X)
-        prior = self._prior_of(proba) if self.set_mode == "weighted" else None
+        prior = None
+        if self.set_mode == "weighted":
+            # (a batch the test finds unshifted is drawn as the fit rows are:
+            # their class frequencies, a ratio of 1, whatever train_prior_)
+            unshifted = self._set_calibration.prior(proba.shape[1])
+            prior = self._prior_of(proba, unshifted)
         return self._set_calibration.sets(
             proba, alpha, self.set_score, self.set_mode, self.set_delta, prior
         )

@@ -467,10 +467,13 @@ def test_predict_set_clones_tunes_and_pickles(fitted):
         tuned.predict_set(X[batch], alpha=1.5)
 
 
-def test_predict_set_without_shift_gives_the_split_sets(fitted):
-    """A batch where the test finds no shift keeps the fit labels' prior."""
+@pytest.mark.parametrize("train_prior", [None, [0.4, 0.2, 0.2, 0.2]])
+def test_predict_set_without_shift_gives_the_split_sets(fitted, train_prior):
+    """A batch where the test finds no shift keeps the fit labels' prior (not
+    train_prior_, which may differ from it: a ratio of 1)."""
     model, X, y, _ = fitted
-    wrapper = PriorAdaptedClassifier(model).fit(X[1000:2000], y[1000:2000])
+    wrapper = PriorAdaptedClassifier(model, train_prior=train_prior)
+    wrapper.fit(X[1000:2000], y[1000:2000])
     split = clone(wrapper).set_params(set_mode="split").fit(X[1000:2000], y[1000:2000])
     assert not wrapper.test_shift(X[2000:2400]).shifted
     np.testing.assert_array_equal(
