@@ -148,6 +148,7 @@ References
 
 import dataclasses
 import operator
+from numbers import Real
 
 import numpy as np
 from scipy.special import ndtri
@@ -165,6 +166,7 @@ from skprior._utils._array_api import (
 )
 from skprior._utils._kernels import row_blocks, single_blas_thread
 from skprior._utils._validation import check_proba
+from skprior._utils._validation_arrays import warn_user
 from skprior._utils._validation_labels import check_class_indices
 from skprior.label_shift._repeats import (
     class_repeats,
@@ -366,7 +368,10 @@ def _profile_bounds(curvature, mean_gradient, prior, active, n_samples, z):
         columns = np.append(index, k)
         v = max(direction @ curvature[np.ix_(columns, columns)] @ direction, 0.0)
         s = max(level_gradient - mean_gradient[k], 0.0)
-        high[k] = (np.sqrt(s**2 + 2 * v * c) - s) / v if v > 0 else c / s
+        if v > 0:
+            high[k] = (np.sqrt(s**2 + 2 * v * c) - s) / v
+        else:  # (flat: the rows say nothing of k, whose bound is then 1)
+            high[k] = c / s if s > 0 else 1.0
     return np.clip(high, 0.0, 1.0)
 
 
@@ -388,8 +393,10 @@ def delta_interval(fit, level, target, calibration):
     if fit.concentration > 0:  # (MAP, positive everywhere: its known pull)
         curvature = info + np.diag(fit.concentration / prior**2) / n_samples
         score = fit.concentration / prior / n_samples
-    # The classes at the boundary stay at 0: the expansion is over the others.
+    # The classes at the boundary stay at 0: the expansion is over the others
+    # (at least the largest: with more classes than rows, all may be below).
     active = prior >= 0.5 / n_samples
+    active[np.argmax(prior)] = True
     index = np.flatnonzero(active)
     block = np.ix_(index, index)
     if target == "prior":
@@ -438,6 +445,11 @@ def delta_interval(fit, level, target, calibration):
                 own = own[k] + two_sided * np.sqrt(max(variance[-1, -1], 0.0))
                 edge[k] = max(edge[k], min(own, 1.0))
         low[~active], high[~active] = 0.0, edge[~active]
+        if index.size == 1:
+            # One class off the boundary has no tangent to move along: it is
+            # what the others leave, 1 - (their sum), in [1 - sum high, 1].
+            low[index] = max(1.0 - edge[~active].sum(), 0.0)
+            high[index] = 1.0
     return low, high
 
 
@@ -573,13 +585,19 @@ def confidence_interval(fit, level, method, target, calibration, n_resamples, rn
 
     As arrays of the namespace, device and float dtype of ``fit.proba``.
     """
-    if not 0 < level < 1:
+    if isinstance(level, bool) or not isinstance(level, Real) or not 0 < level < 1:
         raise ValueError(
             f"level must be a confidence level in (0, 1), got {level!r}; "
             f"e.g. level=0.95."
         )
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
+    if target == "prior" and calibration is not None:
+        warn_user(
+            "calibration= recentres the interval of the batch's proportions; "
+            "target='prior' (the generating prior's, by the Fisher information) "
+            "does not use it. Pass target='batch', or drop calibration=."
+        )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
     n_samples, n_classes = fit.proba.shape

@@ -84,6 +84,8 @@ class UncertaintyMixin:
                 f"'map' (the interval is the likelihood's), got method="
                 f"{self._fitted_method!r}. Refit with method='mle' or 'map'."
             )
-        calibration = (self._fit_proba, self._set_calibration.y)
+        calibration = None  # (the generating prior's interval does not use it)
+        if options.get("target", "batch") == "batch":
+            calibration = (self._fit_proba, self._set_calibration.y)
         estimate = self._estimate(self._inner_proba(X))
         return estimate.confidence_interval(level, calibration=calibration, **options)

@@ -396,6 +396,8 @@ def test_result_fields_print_and_compare_as_before(data):
     [
         ({"level": 1.0}, r"level must be a confidence level in \(0, 1\)"),
         ({"level": 0.0}, r"level must be a confidence level in \(0, 1\)"),
+        ({"level": "0.9"}, r"level must be a confidence level in \(0, 1\)"),
+        ({"level": True}, r"level must be a confidence level in \(0, 1\)"),
         ({"method": "profile"}, "method must be one of"),
         ({"target": "population"}, "target must be one of"),
         ({"method": "bootstrap", "n_resamples": 3}, "n_resamples must be an integer"),
@@ -418,6 +420,17 @@ def test_bad_input_is_refused(data, kwargs, message):
     estimate = estimate_test_prior(data[0], UNIFORM)
     with pytest.raises(ValueError, match=message):
         estimate.confidence_interval(**kwargs)
+
+
+@pytest.mark.parametrize("method", ["delta", "bootstrap"])
+def test_calibration_with_the_prior_target_warns_and_changes_nothing(data, method):
+    """target="prior" does not use calibration=: a warning says so, and the
+    interval is the one without it."""
+    estimate = estimate_test_prior(data[0], UNIFORM)
+    options = {"target": "prior", "method": method, "random_state": 0}
+    with pytest.warns(UserWarning, match="target='prior'.*does not use it"):
+        given = estimate.confidence_interval(calibration=data[3], **options)
+    np.testing.assert_array_equal(given, estimate.confidence_interval(**options))
 
 
 def test_inputs_are_not_modified(data):
@@ -509,6 +522,47 @@ def test_class_at_exactly_zero_gives_a_finite_bound_without_warning():
         low, high = estimate.confidence_interval()
     assert np.all(np.isfinite(high)) and 0 < high[3] < 0.01
     assert np.all((low <= truth) & (truth <= high))
+
+
+@pytest.mark.parametrize("target", ["batch", "prior"])
+def test_one_class_off_the_boundary_is_what_the_others_leave(target):
+    """Two classes, one at 0: the other's interval mirrors its bound,
+    [1 - high, 1] (it has no tangent of its own to be expanded along)."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(300) < 0.03).astype(int)
+    x = np.array([0.0, 1.0])[y] + rng.normal(size=300)
+    proba = softmax(-((x[:, None] - np.array([0.0, 1.0])) ** 2) / 2, axis=1)
+    estimate = estimate_test_prior(proba, [0.5, 0.5])
+    assert estimate.prior[1] < 0.5 / 300
+    low, high = estimate.confidence_interval(target=target)
+    assert low[1] == 0 and 0 < high[1] < 0.2
+    np.testing.assert_allclose([low[0], high[0]], [1 - high[1], 1.0])
+    truth = np.bincount(y, minlength=2) / 300
+    assert np.all((low <= truth) & (truth <= high))
+
+
+@pytest.mark.parametrize("method", ["mle", "map"])
+@pytest.mark.parametrize("rows", ["uniform", "more classes than rows"])
+def test_batches_that_leave_no_class_off_the_boundary(method, rows):
+    """Every class below 1 / (2 n): the largest is expanded, the others
+    bounded; rows that say nothing of a class bound it at 1 (the MLE)."""
+    rng = np.random.default_rng(5)
+    n_classes, n_rows = (10, 2) if rows == "uniform" else (20, 5)
+    proba = (
+        np.full((n_rows, n_classes), 1 / n_classes)
+        if rows == "uniform"
+        else softmax(rng.normal(size=(n_rows, n_classes)), axis=1)
+    )
+    with pytest.warns(UserWarning, match="mostly noise"):
+        estimate = estimate_test_prior(
+            proba, np.full(n_classes, 1 / n_classes), method=method
+        )
+    low, high = estimate.confidence_interval()
+    assert np.all(np.isfinite(low) & np.isfinite(high))
+    assert np.all((0 <= low) & (low <= estimate.prior) & (estimate.prior <= high))
+    assert np.all(high <= 1)
+    if rows == "uniform" and method == "mle":  # (MAP's hyper-prior bounds them)
+        np.testing.assert_array_equal(high, 1.0)
 
 
 @pytest.fixture(scope="module")

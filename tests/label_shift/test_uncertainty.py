@@ -38,6 +38,18 @@ def test_prior_interval_is_the_estimates_with_the_fit_rows(fitted, method):
     assert np.all(low < 1) and np.all(high > 0)
 
 
+def test_prior_interval_of_the_generating_prior_needs_no_fit_rows(fitted):
+    """target="prior" is the Fisher interval, without the fit rows (and
+    without the warning that calibration= would give)."""
+    model, X, y, batch = fitted
+    wrapper = PriorAdaptedClassifier(model).fit(X[1000:2000], y[1000:2000])
+    low, high = wrapper.prior_interval(batch, target="prior")
+    expected = estimate_test_prior(
+        model.predict_proba(batch), wrapper.train_prior_
+    ).confidence_interval(target="prior")
+    np.testing.assert_allclose(np.stack([low, high]), expected, atol=1e-12)
+
+
 def test_prior_interval_refuses_a_method_without_likelihood(fitted):
     model, X, y, batch = fitted
     wrapper = PriorAdaptedClassifier(model, method="bbse").fit(
