@@ -275,7 +275,11 @@ class AggregatingPrior:
         self.trend_horizons, self._trend_of = _check_trend_horizons(
             trend_horizons, self.horizons
         )
-        self.concentration = _check_number(concentration, "concentration", 0.0)
+        # (c K pseudo-rows: beyond about 1e300 they overflow the MAP's division)
+        largest = 1e300 / len(self.train_prior)
+        self.concentration = _check_number(
+            concentration, "concentration", 0.0, upper=largest
+        )
         self.learning_rate = _check_number(learning_rate, "learning_rate", 0.0)
         self.margin = _check_number(margin, "margin", 0.0, closed=True)
         self.share = _check_number(share, "share", 0.0, upper=1.0, closed=True)
@@ -294,7 +298,7 @@ class AggregatingPrior:
         )
         if predictive_concentration is not None:
             predictive_concentration = _check_number(
-                predictive_concentration, "predictive_concentration", 0.0
+                predictive_concentration, "predictive_concentration", 0.0, largest
             )
         self.predictive_concentration = predictive_concentration
         n_classes, n_trends = len(self.train_prior), len(self._trend_of)

@@ -287,6 +287,15 @@ class ShiftGate:
         else:
             mean, variance, _ = weighted_moments(proba)
             statistic, pvalue, dof = self.reference.test(mean, n_rows, variance)
+        if np.isnan(pvalue) and n_classes > 1:  # (one class cannot shift)
+            warn_user(
+                f"label_shift_test could not be run: no class's posterior varies "
+                f"in the {'batch' if self.reference is None else 'reference'} "
+                f"(a single row, or weights that leave one), so "
+                f"there is no spread to compare the batch's mean with; the batch "
+                f"is not declared shifted. Pass the model's posteriors on more "
+                f"rows without shift as reference."
+            )
         return ShiftTest(statistic, pvalue, dof, bool(pvalue <= level))
 
 

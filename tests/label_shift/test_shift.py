@@ -187,6 +187,22 @@ def test_too_few_rows_for_a_prior_reference_warns():
     assert not result.shifted and np.isnan(result.pvalue)
 
 
+@pytest.mark.parametrize("case", ["one row", "one weighted row"])
+def test_a_reference_without_spread_warns(case):
+    """Nothing varies in the reference: the test is not run (p = nan), and a
+    warning says so rather than a silent 'not shifted'."""
+    reference = np.random.default_rng(0).dirichlet([1, 1, 1], size=50)
+    weights = None
+    if case == "one row":
+        reference = reference[:1]
+    else:
+        weights = np.r_[np.zeros(49), 1.0]
+    batch = np.tile([[0.98, 0.01, 0.01]], (200, 1))
+    with pytest.warns(UserWarning, match="could not be run: no class's posterior"):
+        result = label_shift_test(batch, reference, sample_weight=weights)
+    assert np.isnan(result.pvalue) and not result.shifted
+
+
 def test_reference_with_other_classes_is_refused():
     with pytest.raises(ValueError, match="reference has 3 classes"):
         label_shift_test(np.full((5, 2), 0.5), np.full((5, 3), 1 / 3))

@@ -345,6 +345,11 @@ def test_aggregating_prior_state_is_constant(cifar100):
         ({"min_information": 1.5}, "min_information"),
         ({"predictive_concentration": 0}, "predictive_concentration"),
         ({"predictive_concentration": -1.0}, "predictive_concentration"),
+        (
+            {"concentration": 1e308},
+            r"concentration must be a finite number in \(0, 5e\+299\)",
+        ),
+        ({"predictive_concentration": 1e308}, "predictive_concentration"),
         ({"trend_horizons": (500,)}, "trend_horizons"),
         ({"trend_horizons": (800, 800)}, "trend_horizons"),
         ({"horizons": (5, 30), "trend_horizons": (5, 40)}, "trend_horizons"),
