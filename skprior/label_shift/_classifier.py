@@ -494,6 +494,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
 
     def _batch_prior(self, proba):
         """The method's estimate of the batch's prior, on the host."""
+        if len(self.train_prior_) == 1:  # (one class: its prior is 1)
+            return self.train_prior_
         if self.method in ("bbse", "rlls"):
             return confusion_prior(self, predicted_counts(proba))
         return on_host(self._estimate(proba).prior)

@@ -139,6 +139,8 @@ class StreamState:
         """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``."""
         n_rows = proba.shape[0]
         self.n_seen += n_rows
+        if proba.shape[1] == 1:  # (one class: its prior is 1, whatever the rows)
+            return
         if not self.shifted and est.shift_level is None:
             self.shifted = True  # (set to None after the stream began)
         elif not self.shifted:

@@ -439,3 +439,22 @@ def test_wrapper_state_stays_float64_for_a_float32_model(method):
     assert model.estimate_prior(proba[300:600]).dtype == np.float64
     model.update_prior(proba[600:])
     assert model.online_prior_.dtype == np.float32
+
+
+@pytest.mark.parametrize("method", ["mle", "map"])  # (bbse / rlls fit K >= 2)
+@pytest.mark.parametrize("online", ["aggregate", "cumulative", "fth", "flh-ftl"])
+@pytest.mark.parametrize("shift_level", [0.01, None])
+def test_a_one_class_stream_keeps_the_prior_of_one(method, online, shift_level):
+    """One class (fit takes it): its prior is 1 whatever the stream, and
+    update_prior counts the rows rather than refusing one column."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X = np.random.default_rng(0).random((30, 3))
+    wrapper = PriorAdaptedClassifier(
+        DecisionTreeClassifier(), method=method, online=online, shift_level=shift_level
+    ).fit(X, np.zeros(30, int))
+    for batch in np.array_split(X, 3):
+        wrapper.update_prior(batch)
+    np.testing.assert_array_equal(wrapper.online_prior_, [1.0])
+    np.testing.assert_array_equal(wrapper.predict_proba(X[:4]), np.ones((4, 1)))
+    np.testing.assert_array_equal(wrapper.predict_proba_online(X[:4]), np.ones((4, 1)))
