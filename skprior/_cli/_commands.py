@@ -270,8 +270,11 @@ def _adapt(args):
             f"or known."
         )
     if args.logits and args.method in ESTIMATE_METHODS and not in_memory:
-        # (out of core, the estimate's passes read the softmax from a file)
-        with _cli_blocks.softmax_once(args, proba, _say) as proba:
+        # (out of core, the estimate's passes read the softmax from a file;
+        # writing it is the first read of the logits, which checks them)
+        with contextlib.ExitStack() as stack:
+            with _library_errors():
+                proba = stack.enter_context(_cli_blocks.softmax_once(args, proba, _say))
             return _adapt_batch(args, proba, labels, train_prior)
     return _adapt_batch(args, proba, labels, train_prior)
 

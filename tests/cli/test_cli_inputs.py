@@ -235,6 +235,15 @@ def test_bad_outputs_file(folder, capsys, monkeypatch, command, name, extra, exp
     assert _outcome(capsys, monkeypatch, folder, argv, expected) == "clear"
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_bad_logits_out_of_core(folder, capsys, monkeypatch, command):
+    """Out of core the logits are checked as their blocks are read (adapt's
+    first read writes their softmax to a file): exit 2, not a traceback."""
+    argv = _args(command, "logits_nan.npy", "--logits", "--out-of-core")
+    expected = ["NaN or +inf", "first in row"]
+    assert _outcome(capsys, monkeypatch, folder, argv, expected) == "clear"
+
+
 # Labels files: (file, what stderr must contain, after the option's name).
 BAD_LABELS = [
     ("labels_empty.csv", ["holds no data lines", "one label per line"]),
