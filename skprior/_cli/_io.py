@@ -241,7 +241,15 @@ def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
     """
     if Path(text).suffix.lower() in SUFFIXES:
         where = describe(option, text)
-        values = read_array(text, option=option, note=note, what="prior")
+        values = read_array(
+            text,
+            option=option,
+            note=note,
+            what="prior",
+            # (adapt's .npz output holds the prior beside the posteriors)
+            default_keys=("prior",),
+            key_option="an archive of that one array, or one named 'prior'",
+        )
         if values.ndim == 2 and 1 in values.shape:
             values = np.ravel(values)  # one row or one column
         if values.ndim != 1 or values.dtype.kind not in "iuf":
@@ -265,7 +273,9 @@ def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
             f"{n_classes} classes; give one weight per class."
         )
     bad = ~np.isfinite(values) | (values < 0)
-    if np.any(bad) or values.sum() <= 0:
+    with np.errstate(over="ignore"):  # (counts near float64's largest: below)
+        total = values.sum()
+    if np.any(bad) or total <= 0:
         problem = (
             f"entry {int(np.argmax(bad))} is {values[np.argmax(bad)]:g}"
             if np.any(bad)
@@ -282,7 +292,10 @@ def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
             f"training prior, so give every class a positive weight (a count of "
             f"at least 1)."
         )
-    return values / values.sum()
+    if not np.isfinite(total):  # (the counts' sum overflows: scale them first)
+        values = values / values.max()
+        total = values.sum()
+    return values / total
 
 
 def check_output_path(path, option="--output"):

@@ -698,6 +698,39 @@ def test_prior_file_must_be_one_vector_of_numbers(
     assert message in stderr and "Traceback" not in stderr
 
 
+def test_adapts_npz_output_is_a_prior_file(files, tmp_path, capsys):
+    """adapt's .npz (proba and prior) serves as --test-prior: its 'prior';
+    an archive of other arrays is refused with the names it holds."""
+    paths, arrays = files
+    base = ["adapt", paths["test"], "--prior-from-labels", paths["val_labels"]]
+    code, _, stderr = run(capsys, *base, "-o", tmp_path / "adapted.npz", "-q")
+    assert code == 0, stderr
+    estimated = np.load(tmp_path / "adapted.npz")["prior"]
+    known = [*base, "--method", "known", "--test-prior", tmp_path / "adapted.npz"]
+    code, _, stderr = run(capsys, *known, "-o", tmp_path / "again.npz", "-q")
+    assert code == 0, stderr
+    np.testing.assert_allclose(np.load(tmp_path / "again.npz")["prior"], estimated)
+    np.savez(tmp_path / "two.npz", a=estimated, b=estimated)
+    code, _, stderr = run(capsys, *known[:-1], tmp_path / "two.npz")
+    assert code == 2 and "holds the arrays ['a', 'b']" in stderr
+    assert "one named 'prior'" in stderr
+
+
+def test_prior_counts_whose_sum_overflows_are_scaled(files, capsys):
+    """Counts near float64's largest sum to inf: scaled first, not 'every
+    entry is 0' or a NumPy warning."""
+    paths, arrays = files
+    n_classes = arrays["test"].shape[1]
+    counts = ",".join(["1e308"] * n_classes)
+    code, stdout, stderr = run(
+        capsys, "adapt", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--method", "known", "--test-prior", counts,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "warning" not in stderr
+    assert ",".join([f"{1 / n_classes:.6f}"] * n_classes) in stdout
+
+
 def test_bad_diagram_path_fails_before_any_output(files, tmp_path, capsys):
     """--diagram is checked up front, like --output: nothing is written."""
     pytest.importorskip("matplotlib")
