@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import MEMORY_FACTOR, InputError
+from skprior._cli._common import MEMORY_FACTOR, InputError, check_output_folder
 from skprior._cli._io import (
     logits_dtype,
     numeric_matrix,
@@ -234,8 +234,7 @@ def _check_output(args):
             f"--output {output}: out-of-core output is written block by block to "
             f".npy or .zarr, not {suffix}."
         )
-    if not output.resolve().parent.is_dir():
-        raise InputError(f"--output {output}: the folder does not exist.")
+    check_output_folder(output, "--output")
     if suffix == ".npy" and output.is_dir():
         raise InputError(f"--output {output} is a folder; name a .npy file.")
     # A .zarr output replaces an earlier result, never a folder of other files.

@@ -4,6 +4,9 @@ A leaf module (it imports nothing of skprior), so that the parser and the
 commands import it without importing each other.
 """
 
+import os
+from pathlib import Path
+
 
 class InputError(Exception):
     """A problem with the user's input: reported in one line, exit code 2."""
@@ -16,3 +19,21 @@ class InputError(Exception):
 # rounded up: benchmarks/bench_cli_memory.py: can 1.18, adapt 1.42,
 # calibrate 1.27 (ec, nll), 1.30-1.53 before with the class-wise fits).
 MEMORY_FACTOR = {"can": 1.25, "adapt": 1.5, "calibrate": 1.6}
+
+
+def check_output_folder(path, option):
+    """Refuse an output whose folder is missing or cannot be written.
+
+    Before any work: a run of minutes should not end in "permission denied"
+    (a read-only file system, a folder of another user).
+    """
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(
+            f"{option} {path}: the folder {folder} does not exist; create it first."
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{option} {path}: the folder {folder} cannot be written (read-only, "
+            f"or not yours); choose another folder."
+        )

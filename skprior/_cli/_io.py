@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import InputError
+from skprior._cli._common import InputError, check_output_folder
 from skprior._cli._formats import (
     LABEL_KEYS,
     SUFFIXES,
@@ -299,17 +299,13 @@ def parse_prior(text, n_classes, *, option, positive=False, note=no_note):
 
 
 def check_output_path(path, option="--output"):
-    """Refuse an output path with an unknown extension or a missing folder.
+    """Refuse an output path with an unknown extension, a missing or read-only folder.
 
     Returns the extension; called before any computation, so that a typo in
     ``--output`` costs nothing.
     """
     suffix = checked_suffix(path, option)
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise InputError(
-            f"{option} {path}: the folder {folder} does not exist; create it first."
-        )
+    check_output_folder(path, option)
     if Path(path).is_dir():
         raise InputError(f"{option} {path} is a folder; name a file.")
     return suffix

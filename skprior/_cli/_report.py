@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import InputError
+from skprior._cli._common import InputError, check_output_folder
 
 
 def row_summaries(proba, labels):
@@ -82,9 +82,7 @@ def check_diagram_path(path):
         raise InputError(
             f"{path}: matplotlib cannot write this file type; use one of {known}."
         )
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise InputError(f"{path}: the folder {folder} does not exist.")
+    check_output_folder(path, "--diagram")
 
 
 def diagram(path, before, after, title):
@@ -110,8 +108,13 @@ def diagram(path, before, after, title):
         )
         display.plot(ax=ax, name=name, histogram=False, ref_line=ref_line)
     ax.set_title(title)
+    from skprior._utils._npy_blocks import replaced_atomically
+
     try:
-        fig.savefig(path)
+        # (beside it and renamed once whole, as the outputs are: a full disk
+        # or an interrupt leaves an earlier diagram as it was)
+        with replaced_atomically(path) as temporary:
+            fig.savefig(temporary, format=Path(path).suffix[1:].lower())
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot write the diagram ({exc}).") from exc
     finally:

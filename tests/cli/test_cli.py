@@ -745,6 +745,58 @@ def test_bad_diagram_path_fails_before_any_output(files, tmp_path, capsys):
         assert stdout == "" and not out.exists()
 
 
+@pytest.mark.parametrize("option", ["-o", "--diagram"])
+@pytest.mark.parametrize("out_of_core", [False, True])
+def test_unwritable_output_folder_fails_before_any_work(
+    files, tmp_path, capsys, monkeypatch, option, out_of_core
+):
+    """A folder the run cannot write (read-only; as root, permission bits do
+    not show it, so os.access is told so here) is refused up front."""
+    import skprior._cli._common as common
+
+    if option == "--diagram":
+        pytest.importorskip("matplotlib")
+        if out_of_core:
+            pytest.skip("--diagram needs the outputs in memory")
+    paths, _ = files
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(
+        common.os, "access", lambda p, mode: Path(p) != locked and real(p, mode)
+    )
+    target = locked / ("d.png" if option == "--diagram" else "out.npy")
+    argv = ["can", paths["test"], "--prior-from-labels", paths["val_labels"]]
+    argv += ["--labels", paths["test_labels"], option, target]
+    code, stdout, stderr = run(capsys, *argv, *(["--out-of-core"] * out_of_core))
+    assert code == 2 and stdout == ""
+    assert f"the folder {locked} cannot be written" in stderr
+    assert list(locked.iterdir()) == []
+
+
+def test_a_failed_diagram_leaves_the_earlier_one(files, tmp_path, capsys, monkeypatch):
+    """--diagram is written beside its path and renamed once whole: a save
+    that fails half-way (a full disk) leaves an earlier diagram as it was."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def half_written(self, path, **kwargs):
+        Path(path).write_bytes(b"\x89PNG truncated")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_written)
+    paths, _ = files
+    earlier = tmp_path / "d.png"
+    earlier.write_bytes(b"the earlier diagram")
+    code, _, stderr = run(
+        capsys, "can", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--labels", paths["test_labels"], "--diagram", earlier,
+    )  # fmt: skip
+    assert code == 2 and "cannot write the diagram" in stderr
+    assert earlier.read_bytes() == b"the earlier diagram"
+    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]
+
+
 def test_version_prints_the_package_version(capsys):
     """`skprior --version` prints skprior.__version__ and exits 0."""
     import skprior
