@@ -103,7 +103,11 @@ def _fit_calibration(args, fit_logits, fit_labels):
             f"reg_mu {fitted['reg_mu']:.6g}"
         )
     if "weights" not in fitted:
-        return fitted, f"temperature {fitted['temperature']:.6g}"
+        what = f"temperature {fitted['temperature']:.6g}"
+        if "bias" in fitted:  # (bcts)
+            bias = fitted["bias"]
+            what += f", class biases from {bias.min():.6g} to {bias.max():.6g}"
+        return fitted, what
     weights = fitted["weights"]
     what = f"class factors from {weights.min():.6g} to {weights.max():.6g}"
     bias = fitted.setdefault("bias", np.zeros_like(weights))  # (nbvs: no bias)

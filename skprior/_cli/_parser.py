@@ -52,7 +52,8 @@ file formats:
   numbers of the outputs). Outputs written to .npz use the key 'proba'.
 
 exit codes:
-  0 success; 2 usage or input error (one line on stderr); 1 unexpected error.
+  0 success; 2 usage or input error (one line on stderr); 1 unexpected error;
+  130 interrupted (Ctrl-C); 141 the reader of stdout left (| head).
 """
 
 # What each method of a --method option does, for its help (the choices and
@@ -127,7 +128,8 @@ HELP = {
     "--logits": "every outputs file of the command holds logits: apply a softmax to "
     "each row first (a file of probabilities is refused)",
     "--output": "write the adjusted probabilities here (.npy, .npz, .csv)",
-    "--labels": "true labels of OUTPUTS: print accuracy, ECE and NLL before and after",
+    "--labels": "true labels of OUTPUTS: print accuracy, ECE and NLL before and after "
+    "(out of core: accuracy and ECE)",
     "--labels-key": "array name inside .npz labels files",
     "--diagram": "with --labels: save a reliability diagram, before and after",
     "--quiet": "no progress messages on stderr",
@@ -321,16 +323,20 @@ def _join_negative_lists(argv):
 
 
 def main(argv=None):
-    """Run the ``skprior`` command; return its exit code (0, 1 or 2)."""
+    """Run the ``skprior`` command; return its exit code (0, 1, 2, 130 or 141)."""
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     parser = build_parser()
     try:
         args = parser.parse_args(_join_negative_lists(argv))
     except SystemExit as exc:  # --help, --version (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 0
-    # (imported only now: NumPy, SciPy and scikit-learn take seconds to load)
-    from skprior._cli._commands import run
-
+    # (imported only now: NumPy, SciPy and scikit-learn take seconds to load,
+    # in which Ctrl-C is the same quiet interrupt as during the command)
+    try:
+        from skprior._cli._commands import run
+    except KeyboardInterrupt:
+        print(f"skprior {args.command}: interrupted", file=sys.stderr)
+        return 130
     return run(args)
 
 

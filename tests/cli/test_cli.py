@@ -504,17 +504,19 @@ def test_calibrate_fits_on_one_file_and_applies_to_another(files, tmp_path, caps
 @pytest.mark.parametrize(
     "method, extra",
     [
+        ("bcts", []),
         ("nbvs", []),
         ("vs", []),
         ("dirichlet", ["--reg-lambda", "0.5", "--reg-mu", "2"]),
         ("dirichlet", []),
     ],
-    ids=["nbvs", "vs", "dirichlet given", "dirichlet auto"],
+    ids=["bcts", "nbvs", "vs", "dirichlet given", "dirichlet auto"],
 )
 def test_calibrate_classwise_methods_equal_the_library(
     files10, tmp_path, capsys, method, extra
 ):
-    """--method nbvs / vs / dirichlet write what the array functions give."""
+    """--method bcts / nbvs / vs / dirichlet write (and print) what the array
+    functions give."""
     import skprior
 
     paths, arrays = files10
@@ -541,6 +543,12 @@ def test_calibrate_classwise_methods_equal_the_library(
         np.testing.assert_allclose(stored["matrix"], matrix, rtol=1e-12)
         assert stored["reg_lambda"] == reg_lambda and stored["reg_mu"] == reg_mu
         assert f"reg_lambda {reg_lambda:.6g}" in stdout
+    elif method == "bcts":  # (the biases are printed too, as the help says)
+        temperature, bias = skprior.fit_bias_corrected_temperature(fit, labels)
+        expected = skprior.softmax_temperature(test, temperature, bias)
+        np.testing.assert_allclose(stored["bias"], bias, rtol=1e-10, atol=1e-12)
+        assert f"temperature {temperature:.6g}" in stdout
+        assert f"class biases from {bias.min():.6g} to {bias.max():.6g}" in stdout
     else:
         weights, bias = skprior.fit_vector_scaling(fit, labels, bias=method == "vs")
         expected = skprior.softmax_vector_scaling(test, weights, bias)
@@ -933,6 +941,27 @@ def test_negative_prior_list_is_read_as_a_value(files, capsys):
         code, _, stderr = run(capsys, *base, "--method", "known", *form)
         assert code == 2
         assert "--test-prior" in stderr and "entry 0 is -1" in stderr
+
+
+def test_ctrl_c_while_the_libraries_load_is_a_quiet_interrupt(
+    files, capsys, monkeypatch
+):
+    """Ctrl-C in the first second or two (NumPy, SciPy, scikit-learn being
+    imported) ends as one during the command: exit 130, one line."""
+    import builtins
+
+    real = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "skprior._cli._commands":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    paths, _ = files
+    code, stdout, stderr = run(capsys, "can", paths["test"], "--prior", "1,1")
+    assert code == 130 and stdout == ""
+    assert stderr == "skprior can: interrupted\n"
 
 
 def test_closed_stdout_is_not_a_bug(files, capsys, monkeypatch, tmp_path):
