@@ -4,7 +4,6 @@ In memory, or out of core (:mod:`skprior._cli._blocks`): the fits are
 passes over row blocks, as the library runs them on any Dask array.
 """
 
-import contextlib
 import inspect
 import time
 from functools import partial
@@ -15,7 +14,7 @@ from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._common import InputError
 from skprior._cli._io import read_logits
-from skprior._cli._progress import bar
+from skprior._cli._progress import bar, ticking
 from skprior._cli._steps import (
     _check_method_options,
     _finish,
@@ -84,7 +83,7 @@ def _fit_calibration(args, fit_logits, fit_labels):
     # The cross-validation of reg_lambda="auto" is the long fit (89 s at 5,000
     # x 100): a bar over its fold fits, where the library reports them.
     auto = args.method == "dirichlet" and args.reg_lambda == "auto"
-    progress = contextlib.nullcontext()
+    progress = ticking(args, f"fitting {args.method}")
     if auto and "progress" in inspect.signature(fit_calibration).parameters:
         progress = bar(args, "choosing reg_lambda (fold fits)")
         options["progress"] = partial(_advance, progress)

@@ -9,6 +9,7 @@ passes an estimate takes is known only at its end.
 
 import contextlib
 import sys
+import threading
 
 
 def bar(args, what, total=None):
@@ -23,6 +24,34 @@ def bar(args, what, total=None):
         leave=False,
         dynamic_ncols=True,
     )
+
+
+@contextlib.contextmanager
+def ticking(args, what, every=1.0):
+    """Within the block, a line counting its seconds.
+
+    For a step with no progress of its own to report, such as an in-memory
+    fit: a minute of it is not a minute of silence.
+    """
+    progress = bar(args, what)
+    if progress.disable:
+        yield
+        return
+    progress.bar_format = "{desc}: {elapsed}"
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(every):
+            progress.refresh()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        with progress:
+            yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextlib.contextmanager

@@ -169,3 +169,28 @@ def test_dirichlet_auto_draws_a_bar_of_its_fold_fits(folder, monkeypatch):
     assert main(argv) == 0
     assert "choosing reg_lambda (fold fits):  30%|" in terminal.getvalue()
     assert "3/10" in terminal.getvalue()
+
+
+def test_a_long_fit_in_memory_counts_its_seconds(folder, monkeypatch):
+    """A fit with no progress of its own (here vs, slowed to 2.5 s) draws a
+    line of its elapsed time, redrawn each second, on a terminal only."""
+    import time
+
+    from skprior.calibration import _classifier
+
+    real = _classifier.fit_calibration
+
+    def slow(*args, **kwargs):
+        time.sleep(2.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_classifier, "fit_calibration", slow)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["calibrate", "p.npy", "--fit-labels", "y.npy", "--method", "vs"]
+    assert main(argv) == 0
+    drawn = terminal.getvalue()
+    assert "skprior calibrate: fitting vs: 00:01" in drawn
+    assert "skprior calibrate: fitting vs: 00:02" in drawn
+    assert main([*argv, "-q"]) == 0
+    assert terminal.getvalue() == drawn  # (--quiet: nothing more)
