@@ -88,6 +88,13 @@ def _can(args):
     if args.reference is not None:
         reference = _load(args, args.reference, "--reference", n_classes=proba.shape[1])
     in_memory = isinstance(proba, np.ndarray)
+    if not in_memory and args.n_iter > 1 and reference is None:
+        raise InputError(
+            f"--n-iter {args.n_iter} out of core needs --reference FILE (held-out "
+            f"outputs, read into memory): with the batch as its own reference, "
+            f"every low-confidence row depends on all the confident rows at each "
+            f"step. Pass --reference, or --n-iter 1, or run in memory."
+        )
     # In memory, the rows' summaries of --labels are taken first, then CAN
     # writes its result in place of the input, which the command read for
     # itself: it holds one array of the input's size (out of core, the

@@ -338,6 +338,8 @@ BAD_OPTIONS = [
                                                           "invalid float value"]),
     (["can", "good.npy", "--prior", PRIOR, "--alpha", "0"], ["--alpha must be"]),
     (["can", "good.npy", "--prior", PRIOR, "--n-iter", "0"], ["--n-iter must be"]),
+    (["can", "good.npy", "--prior", PRIOR, "--n-iter", "3", "--out-of-core"],
+     ["--n-iter 3 out of core needs --reference FILE", "or --n-iter 1"]),
     (["can", "good.npy", "--prior", PRIOR, "--uncertainty", "gini"],
      ["argument --uncertainty: invalid choice", "renormalized"]),
     (["can", "good.npy", "--prior", PRIOR, "--reference", "nine_classes.npy"],
