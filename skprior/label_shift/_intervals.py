@@ -131,7 +131,11 @@ weighted by their responsibilities), re-estimated, and the interval
 ``pi_hat - quantiles(pi_star - counts / n)``. Repeated rows: for
 ``"prior"``, groups of identical rows are resampled whole; for ``"batch"``
 each group becomes one row of a class drawn from its responsibilities,
-repeated as often, and the single rows fill the counts up.
+repeated as often, and the single rows fill the counts up. Each re-estimate
+starts at the training prior, as an estimate does. A class at the boundary
+gets the larger of its resamples' ``level`` quantile and the profile bound:
+the percentile bootstrap is not valid for a parameter on the boundary [5]_
+(most resamples put the class at 0 again).
 
 References
 ----------
@@ -144,6 +148,8 @@ References
    the ratio estimator and its extensions", JMLR 20(79), 2019.
 .. [4] Lipton, Wang and Smola, "Detecting and correcting for label shift with
    black box predictors", ICML 2018.
+.. [5] Andrews, "Inconsistency of the bootstrap when a parameter is on the
+   boundary of the parameter space", Econometrica 68(2), 2000.
 """
 
 import dataclasses
@@ -556,7 +562,10 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
             truths[b] = counts + [np.sum(r) for r in repeats or [0] * n_classes]
             truths[b] /= truths[b].sum()
         rows = xp.take(source, from_host(xp, index, device_of(source)), axis=0)
-        settings = (fit.concentration, prior, fit.solver, fit.max_iter, fit.tol)
+        # (each re-estimate starts where an estimate does, at the training
+        # prior: from the estimate itself, EM's multiplicative steps keep a
+        # class the estimate put at 0 there, and every draw's bound is 0)
+        settings = (fit.concentration, train, fit.solver, fit.max_iter, fit.tol)
         draws[b] = solve_prior(rows, train, *settings)[0]
     tail = (1 - level) / 2
     if target == "prior":
@@ -568,6 +577,13 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     edge = prior < 0.5 / n_samples  # (one-sided at the boundary, as the delta)
     low[edge] = 0.0
     high[edge] = np.quantile(draws[:, edge], level, axis=0)
+    if edge.any():
+        # The percentile bootstrap is not valid where the estimate sits on the
+        # boundary (Andrews, 2000): most re-estimates put the class at 0 again
+        # and its bound collapses (a class of prior 0.5 % above it in 59 % of
+        # 300-row batches, not 5 %). At least the profile bound, as the delta.
+        profile = delta_interval(fit, level, target, calibration)[1]
+        high[edge] = np.maximum(high[edge], profile[edge])
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 

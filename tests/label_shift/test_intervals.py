@@ -241,6 +241,25 @@ def test_class_at_the_boundary_gets_a_one_sided_bound():
         assert np.all((low <= truth) & (truth <= high))
 
 
+@pytest.mark.parametrize("target", ["prior", "batch"])
+def test_bootstrap_at_the_boundary_keeps_the_profile_bound(target):
+    """A class the MLE puts at 0 although the batch holds 2 of its rows: most
+    resamples put it at 0 again (the percentile bootstrap fails on the
+    boundary), so its bound is at least the profile likelihood's."""
+    rng = np.random.default_rng(0)
+    means = np.array([0.0, 1.5, 3.0])
+    y = rng.choice(3, size=300, p=[0.695, 0.3, 0.005])
+    x = means[y] + rng.normal(size=300)
+    proba = softmax(-((x[:, None] - means) ** 2) / 2, axis=1)
+    estimate = estimate_test_prior(proba, np.full(3, 1 / 3))
+    assert estimate.prior[2] < 0.5 / 300 and np.sum(y == 2) == 2
+    options = {"target": target, "random_state": 0}
+    _, profile = estimate.confidence_interval(**options)
+    low, high = estimate.confidence_interval(method="bootstrap", **options)
+    assert low[2] == 0 and high[2] >= profile[2] > 0.005
+    assert low[2] <= np.mean(y == 2) <= high[2]
+
+
 def test_boundary_class_with_a_calibration_set_takes_the_larger_bound(data):
     # A class the MLE puts at 0 is in the calibration set's moment equation
     # like any other: its interval is the solve's (clipped at 0), raised to
