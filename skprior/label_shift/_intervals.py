@@ -444,12 +444,13 @@ def delta_interval(fit, level, target, calibration):
         if calibration is not None and target == "batch":
             # A misfit can move k off 0: the larger of the profile bound and
             # the moment equation's over the active classes and k.
-            for k in np.flatnonzero(~active):
-                own, variance = _moment_solve(
-                    class_means, spread, mean_gradient, prior, np.append(index, k)
-                )
-                own = own[k] + two_sided * np.sqrt(max(variance[-1, -1], 0.0))
-                edge[k] = max(edge[k], min(own, 1.0))
+            boundary = np.flatnonzero(~active)
+            own, se = _boundary_moment_solves(
+                class_means, spread, mean_gradient, prior, index, boundary
+            )
+            edge[boundary] = np.maximum(
+                edge[boundary], np.minimum(own + two_sided * se, 1.0)
+            )
         low[~active], high[~active] = 0.0, edge[~active]
         if index.size == 1:
             # One class off the boundary has no tangent to move along: it is
@@ -475,6 +476,70 @@ def _moment_solve(class_means, spread, mean_gradient, prior, index):
     centre = prior.copy()
     centre[index] += solve @ (mean_gradient[index] - equations @ prior[index])
     return centre, solve @ spread[block] @ solve.T
+
+
+def _boundary_moment_solves(class_means, spread, mean_gradient, prior, index, boundary):
+    """:func:`_moment_solve` over ``index`` and each class of ``boundary`` in turn.
+
+    Returns the centre and standard error of each boundary class's proportion
+    (its equations solved with the active classes ``index``). Each solve is
+    the one of the active classes bordered by one row and one column: with
+    the tangent parametrised by the classes other than a reference ``r`` (the
+    largest), the normal matrix of ``index`` and ``k`` is the active one plus
+    ``a a^T`` (``k``'s equation), bordered by ``k``'s column, and its last row
+    of the inverse follows from the active inverse by Sherman-Morrison and a
+    Schur complement: ``O(m^2)`` a class rather than an ``O(m^3)`` pseudo-
+    inverse (K = 1,000 with 513 classes at 0: 50 s before). The same least
+    squares solution where the equations have full rank; where they are near
+    rank-deficient (a weak model), :func:`_moment_solve` itself.
+    """
+    equations = class_means.T
+    own, se = np.empty(len(boundary)), np.empty(len(boundary))
+    m = len(index)
+    r = index[np.argmax(prior[index])]
+    free = index[index != r]
+    active = equations[np.ix_(index, free)] - equations[index, r][:, None]
+    normal = active.T @ active
+    fast = m > 1 and np.linalg.cond(normal) < 1e10
+    if fast:
+        normal_inverse = np.linalg.inv(normal)
+        fitted = equations[np.ix_(index, index)] @ prior[index]
+        spread_active = spread[np.ix_(index, index)]
+    for position, k in enumerate(boundary):
+        if fast:
+            a = equations[k, free] - equations[k, r]
+            c = equations[index, k] - equations[index, r]
+            d = equations[k, k] - equations[k, r]
+            q = active.T @ c + a * d
+            t = c @ c + d * d
+            inverse_a, inverse_q = normal_inverse @ a, normal_inverse @ q
+            solved = inverse_q - inverse_a * (a @ inverse_q) / (1.0 + a @ inverse_a)
+            schur = t - q @ solved
+            if schur > 1e-10 * t:
+                # s: k's row of the solve, over the equations of index and k
+                weights = np.append(-solved, 1.0) / schur
+                row = np.append(active @ weights[:-1] + c * weights[-1], 0.0)
+                row[-1] = a @ weights[:-1] + d * weights[-1]
+                residual = np.append(
+                    mean_gradient[index] - fitted - equations[index, k] * prior[k],
+                    mean_gradient[k]
+                    - equations[k, index] @ prior[index]
+                    - equations[k, k] * prior[k],
+                )
+                variance = (
+                    row[:-1] @ spread_active @ row[:-1]
+                    + 2 * row[-1] * (spread[k, index] @ row[:-1])
+                    + row[-1] ** 2 * spread[k, k]
+                )
+                own[position] = prior[k] + row @ residual
+                se[position] = np.sqrt(max(variance, 0.0))
+                continue
+        centre, covariance = _moment_solve(
+            class_means, spread, mean_gradient, prior, np.append(index, k)
+        )
+        own[position] = centre[k]
+        se[position] = np.sqrt(max(covariance[-1, -1], 0.0))
+    return own, se
 
 
 def z_values(level):

@@ -275,6 +275,43 @@ def test_boundary_class_with_a_calibration_set_takes_the_larger_bound(data):
     assert np.all((low <= truth) & (truth <= high))
 
 
+@pytest.mark.parametrize("rank", ["full", "deficient"])
+def test_boundary_solves_equal_one_pseudo_inverse_per_class(rank):
+    """The bordered solves of the boundary classes (O(m^2) each) give what a
+    pseudo-inverse of each class's system gives; near rank-deficient
+    equations take the pseudo-inverse itself."""
+    from skprior.label_shift._intervals import (
+        _boundary_moment_solves,
+        _moment_solve,
+    )
+
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        n_classes = int(rng.integers(3, 30))
+        class_means = rng.random((n_classes, n_classes)) + 2 * np.eye(n_classes)
+        if rank == "deficient":
+            class_means[:, 1] = class_means[:, 0]  # (two classes alike)
+        factor = rng.normal(size=(n_classes, n_classes))
+        spread = factor @ factor.T
+        prior = rng.dirichlet(np.ones(n_classes))
+        active = rng.random(n_classes) < 0.6
+        active[:2] = [True, False]
+        prior[~active] = 1e-5 * rng.random((~active).sum())
+        index, boundary = np.flatnonzero(active), np.flatnonzero(~active)
+        gradient = rng.normal(size=n_classes)
+        own, se = _boundary_moment_solves(
+            class_means, spread, gradient, prior, index, boundary
+        )
+        for position, k in enumerate(boundary):
+            centre, covariance = _moment_solve(
+                class_means, spread, gradient, prior, np.append(index, k)
+            )
+            np.testing.assert_allclose(own[position], centre[k], rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(
+                se[position], np.sqrt(max(covariance[-1, -1], 0.0)), rtol=1e-8
+            )
+
+
 def test_boundary_bound_is_the_profile_likelihood_root():
     # Two classes, class 1 at 0: the profile likelihood is the likelihood
     # itself along [1 - t, t]; the bound is where it drops by z**2 / 2
