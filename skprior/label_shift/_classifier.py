@@ -417,21 +417,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
                 f"{self.method!r} after fit; call fit again (fit computes what "
                 f"each method needs, e.g. the confusion matrix of 'bbse')."
             )
-        if stream and self._stream.params != self._online_params():
-            raise ValueError(
-                "online, online_budget or online_learning_rate (with "
-                "online='cumulative' also dirichlet_alpha, solver, max_iter or "
-                "tol) was changed since the stream began; call reset_prior() to "
-                "start a stream with them."
-            )
-
-    def _online_params(self):
-        params = (self.online, self.online_budget, self.online_learning_rate)
-        if self.online == "cumulative":
-            # (its tracker keeps the estimator's settings from the stream's start)
-            alpha = self.dirichlet_alpha if self.method == "map" else None
-            params += (alpha, self.solver, self.max_iter, self.tol)
-        return params
+        if stream:
+            self._stream.check_params(self)
 
     # -- the prior of a batch ------------------------------------------------------
 
@@ -475,10 +462,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
         return self._no_shift.test(self._inner_proba(X), level)
 
     def _prior_of(self, proba, unshifted=None):
-        """The test prior (host) for a batch with inner posteriors ``proba``.
+        """The test prior (host) of the inner posteriors ``proba``.
 
-        ``unshifted``: the prior where the test finds no shift (None:
-        ``train_prior_``).
+        ``unshifted``: where the test finds no shift (None: ``train_prior_``).
         """
         self._check_unchanged()
         if self.method == "known":

@@ -39,6 +39,16 @@ BET_SHARE = 0.1
 SHIFT_ODDS = 0.1
 
 
+def online_params(est):
+    """The settings of the wrapper ``est`` that its stream's state was built for."""
+    params = (est.online, est.online_budget, est.online_learning_rate)
+    if est.online == "cumulative":
+        # (its tracker keeps the estimator's settings from the stream's start)
+        alpha = est.dirichlet_alpha if est.method == "map" else None
+        params += (alpha, est.solver, est.max_iter, est.tol)
+    return params
+
+
 class StreamState:
     """The on-line estimate of a wrapper's stream since ``fit`` or ``reset_prior``.
 
@@ -53,7 +63,7 @@ class StreamState:
     def __init__(self, est):
         method, n_classes = est.method, len(est.classes_)
         self.shift_odds = SHIFT_ODDS
-        self.params = est._online_params()
+        self.params = online_params(est)
         self.start = est.test_prior_ if method == "known" else est.train_prior_
         self.prior = self.start.copy()
         self.n_seen = 0
@@ -88,6 +98,16 @@ class StreamState:
         if method == "bbse" and est.online in ("fth", "flh-ftl"):
             # K x K, computed once per stream: each batch then costs a product.
             self.bbse_inverse = np.linalg.pinv(est.confusion_)
+
+    def check_params(self, est):
+        """Refuse the stream settings of ``est`` changed since the stream began."""
+        if self.params != online_params(est):
+            raise ValueError(
+                "online, online_budget or online_learning_rate (with "
+                "online='cumulative' also dirichlet_alpha, solver, max_iter or "
+                "tol) was changed since the stream began; call reset_prior() to "
+                "start a stream with them."
+            )
 
     @property
     def weight(self):

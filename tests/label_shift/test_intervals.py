@@ -16,7 +16,7 @@ from scipy.special import ndtri, softmax
 
 from skprior import estimate_test_prior
 from skprior._utils._array_api import get_namespace
-from skprior.label_shift._intervals import batch_moments
+from skprior.label_shift._interval_moments import batch_moments
 from skprior.label_shift._prior import PriorEstimate
 from skprior.label_shift._repeats import repeated_rows
 from tests._namespaces import Namespace
