@@ -11,7 +11,11 @@ estimator that calls them, :class:`TemperatureCalibratedClassifier`, is in
 from skprior._utils._constraints import constraints
 from skprior._utils._options import DEFAULT_TEMPERATURE_METHOD
 from skprior._utils._sklearn_compat import validate_params
-from skprior.calibration._checks import require_every_class, warn_if_separable
+from skprior.calibration._checks import (
+    require_every_class,
+    warn_if_few_rows,
+    warn_if_separable,
+)
 from skprior.calibration._rows import check_vector, fit_rows, map_logits
 from skprior.calibration._temperature_solvers import fit_bcts, fit_ec, fit_nll
 
@@ -252,7 +256,9 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None, verbose=0):
         of samples, ``H`` the entropy of the label frequencies); when the
         fitted ``softmax(z / T + b)`` ranks every fit sample's true class
         first (the data are separable: the loss has no minimum, ``T -> 0``);
-        or when ``logits`` look like probabilities.
+        when the effective number of samples is below 10 per free parameter
+        (``K``: ``T`` and the biases, whose mean is free), where the biases
+        over-fit; or when ``logits`` look like probabilities.
 
     See Also
     --------
@@ -292,6 +298,13 @@ def fit_bias_corrected_temperature(logits, y, *, sample_weight=None, verbose=0):
         "Fit on data that has every class, or use fit_temperature (one parameter).",
     )
     temperature, bias = fit_bcts(data, verbose)
+    warn_if_few_rows(  # (T and K - 1 biases: their mean is free)
+        data,
+        data.shape[1],
+        "Bias-corrected temperature scaling",
+        "Calibrate on more held-out data, or use a temperature alone "
+        "(fit_temperature, method='nll').",
+    )
     on_device = data.asarray(bias)
     warn_if_separable(
         data,

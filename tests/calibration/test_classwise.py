@@ -564,3 +564,35 @@ def test_probability_only_model_uses_log_proba(digits_split):
         calibrated.predict_proba(X),
         softmax_vector_scaling(logits, calibrated.weights_, calibrated.bias_),
     )
+
+
+def test_dirichlet_on_logits_of_1e4_leaves_its_start():
+    """Logits of +-1e4: the curvature at the start (W = I, log p floored at
+    -87) is far from the loss's elsewhere and the preconditioned line search
+    fails at its first step; the fit runs again without it and reaches the
+    loss of the same data at a tenth of the scale (whose log p agree)."""
+
+    def log_loss(W, b):
+        proba = softmax_dirichlet_calibration(z, W, b)
+        return -np.mean(np.log(proba[np.arange(len(y)), y]))
+
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 3, 300)
+    z = 1e4 * (rng.normal(size=(300, 3)) + 1.5 * np.eye(3)[y])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        W, b = fit_dirichlet_calibration(z, y, reg_lambda=0.1)
+    assert not np.allclose(W, np.eye(3))
+    reference = log_loss(*fit_dirichlet_calibration(z / 10, y, reg_lambda=0.1))
+    assert log_loss(W, b) == pytest.approx(reference, abs=1e-3)
+
+
+def test_no_bias_vector_scaling_of_constant_rows_keeps_finite_factors():
+    """Rows of zeros give every factor zero curvature: no 0 / 0, factors of 1
+    (as vector scaling with biases gives)."""
+    y = np.arange(30) % 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (few rows)
+        warnings.simplefilter("error", RuntimeWarning)
+        weights, _ = fit_vector_scaling(np.zeros((30, 3)), y, bias=False)
+    np.testing.assert_array_equal(weights, np.ones(3))

@@ -647,13 +647,25 @@ def test_bcts_on_random_logits_warns(n, n_classes):
 
 @pytest.mark.parametrize("name", ["lenet-5-cifar-100", "wideresnet-16-4-cifar-10"])
 def test_bcts_on_real_logits_does_not_warn(name):
-    """Real model outputs, even a weak model on 500 rows, do not warn."""
+    """Real model outputs, even a weak model, on 500 rows and at least 10 per
+    parameter (T and the biases: K) do not warn."""
     proba, y = load_model_outputs(name)
-    logits = np.log(proba[:500].astype(np.float64))
+    n_rows = max(500, 10 * proba.shape[1])
+    logits = np.log(proba[:n_rows].astype(np.float64))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        temperature, _ = fit_bias_corrected_temperature(logits, y[:500])
+        temperature, _ = fit_bias_corrected_temperature(logits, y[:n_rows])
     assert 0.1 < temperature < 10
+
+
+def test_bcts_on_few_rows_per_parameter_warns():
+    """K = 30 classes on 60 rows: the 30 parameters over-fit (on new rows the
+    biases do worse than a temperature alone), and it says so."""
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 30
+    logits = 2.0 * np.eye(30)[y] + rng.normal(size=(60, 30))
+    with pytest.warns(UserWarning, match="fits 30 free parameters on 60"):
+        fit_bias_corrected_temperature(logits, y)
 
 
 def test_cross_val_predict_with_string_labels_around_a_fitted_model():
