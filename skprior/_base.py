@@ -77,6 +77,17 @@ def _used_as_is(estimator):
     )
 
 
+def _check_frozen_is_fitted(estimator):
+    """Refuse a FrozenEstimator around an unfitted model, naming the fix."""
+    if isinstance(estimator, FrozenEstimator) and not is_fitted(estimator.estimator):
+        name = type(estimator.estimator).__name__
+        raise NotFittedError(
+            f"The FrozenEstimator wraps an unfitted {name}: a frozen model is used "
+            f"as it is, never fitted. Fit the model first, or pass it unfrozen to "
+            f"have the wrapper fit it."
+        )
+
+
 def is_fitted(estimator):
     """Return whether ``estimator`` is fitted, by scikit-learn's own test."""
     try:
@@ -133,7 +144,11 @@ class BasePriorClassifier(
         model is not fitted again, so they are not used.
         """
         estimator = self._get_estimator()
+        if not _routing_enabled():  # (a typo, sample_weights=, is refused even
+            # where the model is not fitted again)
+            _raise_for_params(fit_params, self, "fit")
         if _used_as_is(estimator):
+            _check_frozen_is_fitted(estimator)
             return estimator
         if getattr(self, "_unfitted_in_place_of_fitted", False):
             warn_user(
@@ -158,7 +173,6 @@ class BasePriorClassifier(
             )
             fit_params = routed.estimator.fit
         else:
-            _raise_for_params(fit_params, self, "fit")
             fit_params = {}
             if sample_weight is not None:
                 if not has_fit_parameter(estimator, "sample_weight"):
@@ -444,7 +458,13 @@ class BasePriorClassifier(
             if key.startswith("estimator__")
             and not (frozen and key == "estimator__estimator")
         ]
-        if nested and target is not None and (frozen or is_fitted(target)):
+        if nested and target is None:
+            raise ValueError(
+                f"Cannot set {nested}: estimator is None (a LogisticRegression() "
+                f"made at fit). Pass estimator=LogisticRegression() first, or "
+                f"with those parameters."
+            )
+        if nested and (frozen or is_fitted(target)):
             state = (
                 "held frozen (in a FrozenEstimator, as clone and GridSearchCV "
                 "hand a fitted model on)"

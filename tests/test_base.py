@@ -76,6 +76,35 @@ def test_fitted_model_is_used_as_is(make_wrapper, data, fitted_model):
     np.testing.assert_array_equal(fitted_model.coef_, coef)
 
 
+def test_unknown_fit_parameters_are_refused_around_a_fitted_model(
+    make_wrapper, data, fitted_model
+):
+    """A typo (sample_weights=) is refused as with an unfitted model, not
+    dropped because the fitted model is not fitted again."""
+    _, X_val, _, y_val = data
+    for model in (fitted_model, LogisticRegression()):
+        with pytest.raises(ValueError, match="sample_weights"):
+            make_wrapper(model).fit(X_val, y_val, sample_weights=np.ones(len(y_val)))
+
+
+def test_a_frozen_unfitted_model_is_refused_clearly(make_wrapper, data):
+    _, X_val, _, y_val = data
+    frozen = FrozenEstimator(LogisticRegression())
+    with pytest.raises(NotFittedError, match="FrozenEstimator wraps an unfitted"):
+        make_wrapper(frozen).fit(X_val, y_val)
+
+
+def test_inner_parameters_of_the_default_model_name_the_fix():
+    """estimator=None stands for LogisticRegression() made at fit: its
+    parameters are set by passing the model (not an AttributeError of None)."""
+    with pytest.raises(ValueError, match="estimator is None"):
+        CANClassifier().set_params(estimator__C=2.0)
+    wrapper = CANClassifier().set_params(
+        estimator=LogisticRegression(), estimator__C=2.0
+    )
+    assert wrapper.estimator.C == 2.0
+
+
 def test_unfitted_model_is_cloned_and_fitted(make_wrapper, data):
     """An unfitted model is cloned, fitted once, and the user's object untouched."""
     X_train, _, y_train, _ = data

@@ -243,7 +243,8 @@ def check_out(out, proba):
         raise ValueError(
             f"out has shape {out.shape} and dtype {out.dtype}; the result has "
             f"shape {proba.shape} and dtype {proba.dtype}. Pass an array of "
-            f"those (np.empty_like(proba)), or proba itself to work in place."
+            f"those (np.empty({proba.shape}, dtype=np.{proba.dtype})), or proba "
+            f"itself to work in place where it has that dtype."
         )
     if not out.flags.writeable:
         raise ValueError("out is read-only; pass a writeable array.")

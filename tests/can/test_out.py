@@ -117,6 +117,17 @@ def test_bad_out_is_refused(cifar100):
         alternating_normalization(proba, prior, out=proba.tolist())
 
 
+def test_the_fix_that_a_bad_out_names_works(cifar100):
+    """float16 posteriors give a float64 result: the error names an out of
+    that dtype (not np.empty_like(proba), float16), which is then taken."""
+    proba = cifar100[0][:50].astype(np.float16)
+    prior = np.full(proba.shape[1], 1 / proba.shape[1])
+    with pytest.raises(ValueError, match=r"np.empty\(\(50, 100\), dtype=np.float64\)"):
+        alternating_normalization(proba, prior, out=np.empty_like(proba))
+    out = np.empty((50, 100), dtype=np.float64)
+    assert alternating_normalization(proba, prior, out=out) is out
+
+
 def test_out_is_for_numpy_batches():
     torch = pytest.importorskip("torch")
     proba = torch.tensor([[0.9, 0.1], [0.5, 0.5]], dtype=torch.float64)
