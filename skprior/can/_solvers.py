@@ -305,7 +305,8 @@ def _iterated_solver(xp, is_numpy, reference, weight, selected, prior, alpha, n_
     # of u ** alpha * w: the per-row weighting and spread need no pass then.
     equal_weights = bool(xp.all(weight == weight[0]))
 
-    # R_{t+1} = R_t ** alpha for t = 0..n_iter-1, shared by every row.
+    # R_{t+1} = R_t ** alpha for t = 0..n_iter-1, shared by every row (kept:
+    # n_iter arrays of the confident rows, see can_rows on memory).
     powers, current = [], base
     for _ in range(n_iter):
         current = current if alpha == 1 else current**alpha
@@ -440,7 +441,12 @@ def can_rows(
     (or given: ``out``, a copy of ``proba`` that the compiled screen made,
     or ``proba`` itself), and the low-confidence rows are corrected in place
     one block at a time: the float64 temporaries stay the size of a block
-    whatever the batch, so that the peak is the output plus a few blocks.
+    whatever the batch, so that the peak is the output plus a few blocks --
+    for ``n_iter = 1``. The factored iteration (``n_iter > 1``) adds the
+    confident rows in float64, ``R_0``, and with ``alpha != 1`` each power
+    ``R_t = R_{t-1} ** alpha`` as well (``n_iter`` arrays of the confident
+    rows' size): they are shared by every block of low rows, where making
+    them again for each block would cost several times the iteration itself.
     Each block's rows are read before they are written, so ``out`` may be
     ``proba``; ``pristine=False`` says that ``out`` does not hold a copy of
     the batch's rows (it is ``proba``, or rows of it are already corrected).
