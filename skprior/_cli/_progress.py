@@ -45,13 +45,13 @@ def ticking(args, what, every=1.0):
             progress.refresh()
 
     thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
-        with progress:
+    with progress:  # (the ticks end before the bar closes)
+        thread.start()
+        try:
             yield
-    finally:
-        stop.set()
-        thread.join()
+        finally:
+            stop.set()
+            thread.join()
 
 
 @contextlib.contextmanager
