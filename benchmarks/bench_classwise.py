@@ -18,6 +18,7 @@ Run from the repository root::
     python benchmarks/bench_classwise.py
 """
 
+import argparse
 import sys
 import time
 import warnings
@@ -146,4 +147,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # No options: --help prints the purpose instead of starting the run.
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     main()

@@ -33,6 +33,7 @@ on-line estimate ends from the shifted rows' class frequencies (L1).
 Run: ``python benchmarks/bench_no_shift.py``.
 """
 
+import argparse
 import contextlib
 import io
 import sys
@@ -230,5 +231,7 @@ def streams(n_orders=10, n_batches=100, n_long=10, long_rows=10_000):
 
 
 if __name__ == "__main__":
+    # No options: --help prints the purpose instead of starting the run.
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     main()
     streams()
