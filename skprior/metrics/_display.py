@@ -5,6 +5,8 @@
 imported only when plotting (it is the optional extra ``skprior[plot]``).
 """
 
+import weakref
+
 import numpy as np
 
 from skprior._utils._array_api import get_namespace, to_host
@@ -29,16 +31,18 @@ _HIST_GID = "skprior-reliability-histogram"
 _TWIN_GID = "skprior-reliability-histogram-twin"
 
 
+# The histogram axes drawn for each curve axes. Matched by identity, not by a
+# shared x axis: the panels of ``plt.subplots(..., sharex=True)`` all share
+# theirs, and one panel's histogram must not be found from another's curve.
+# Weak both ways, so that the table never keeps a closed figure alive.
+_HISTOGRAM_OF = weakref.WeakKeyDictionary()
+
+
 def _histogram_axes_of(ax):
     """The histogram axes an earlier display drew for the curve axes ``ax``."""
-    for other in ax.figure.axes:
-        if (
-            other is not ax
-            and other.get_gid() in (_HIST_GID, _TWIN_GID)
-            and ax.get_shared_x_axes().joined(ax, other)
-        ):
-            return other
-    return None
+    hist_ax = _HISTOGRAM_OF.get(ax, lambda: None)()
+    # (a histogram axes removed from its figure since is not drawn on again)
+    return hist_ax if hist_ax is not None and hist_ax in ax.figure.axes else None
 
 
 class ReliabilityDisplay:
@@ -162,6 +166,7 @@ class ReliabilityDisplay:
             figure = plt.figure(figsize=(5, 6), layout="constrained")
             ax, hist_ax = figure.subplots(2, sharex=True, height_ratios=[3, 1])
             hist_ax.set_gid(_HIST_GID)
+            _HISTOGRAM_OF[ax] = weakref.ref(hist_ax)
             hist_ax.set_xlabel("Confidence (top probability)")
             ax.tick_params(labelbottom=True)
         elif ax is None:  # the curve alone, on the whole figure
@@ -171,6 +176,7 @@ class ReliabilityDisplay:
             if hist_ax is None and histogram is True:
                 hist_ax, twin = ax.twinx(), True
                 hist_ax.set_gid(_TWIN_GID)
+                _HISTOGRAM_OF[ax] = weakref.ref(hist_ax)
             elif hist_ax is not None:
                 twin = hist_ax.get_gid() == _TWIN_GID
         label = name

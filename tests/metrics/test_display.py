@@ -104,6 +104,22 @@ def test_second_display_shares_the_histogram_panel():
     assert two.hist_ax_ is one.hist_ax_ and len(fig.axes) == 2
 
 
+def test_panels_sharing_x_keep_their_own_histograms():
+    """Panels of ``plt.subplots(sharex=True)`` share an x axis: each panel's
+    histogram stays on that panel, and "auto" on a panel without one draws
+    none (it used to find the other panel's twin through the shared x)."""
+    proba, y = load_model_outputs("lenet-5-cifar-10")
+    fig, (left, right) = plt.subplots(1, 2, sharex=True)
+    one = ReliabilityDisplay.from_predictions(y, proba, ax=left, histogram=True)
+    two = ReliabilityDisplay.from_predictions(y, proba, ax=right, histogram=True)
+    assert two.hist_ax_ is not one.hist_ax_ and len(fig.axes) == 4
+    assert two.hist_ax_.get_position().bounds == right.get_position().bounds
+    fig, (left, right) = plt.subplots(1, 2, sharex=True)
+    ReliabilityDisplay.from_predictions(y, proba, ax=left, histogram=True)
+    auto = ReliabilityDisplay.from_predictions(y, proba, ax=right)
+    assert auto.hist_ax_ is None and len(fig.axes) == 3
+
+
 def test_bad_histogram_value_is_refused():
     """histogram takes True, False or 'auto'."""
     proba, y = load_model_outputs("lenet-5-cifar-10")
