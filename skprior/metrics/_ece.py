@@ -54,7 +54,10 @@ def _top_label(xp, dtype, y_index, proba):
 def _inner_edges(xp, values, weights, n_bins, strategy):
     """The inner bin edges (a host array): equal width, or weighted quantiles."""
     if strategy == "uniform":
-        return np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+        # k / n_bins correctly rounded (linspace puts some a rounding step
+        # below), so that a confidence of exactly k / n_bins, as k-NN and small
+        # forests give, falls in the bin that ends there.
+        return np.arange(1, n_bins) / n_bins
     if is_dask(xp):
         raise ValueError(
             "strategy='quantile' sorts every confidence, which a Dask array "

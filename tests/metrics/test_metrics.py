@@ -31,8 +31,6 @@ def naive_edges(values, weights, n_bins, strategy):
 def naive_binned_error(values, hits, weights, n_bins, strategy):
     """sum_m |sum_{i in B_m} w_i (h_i - c_i)| / W, bins (e_{m-1}, e_m], 0 in B_1."""
     edges = naive_edges(values, weights, n_bins, strategy)
-    if strategy == "uniform":
-        edges = list(np.linspace(0, 1, n_bins + 1))  # the float edges used
     total = 0.0
     for m in range(n_bins):
         low, high = edges[m], edges[m + 1]
@@ -130,9 +128,27 @@ def test_bins_are_right_closed():
     np.testing.assert_allclose(accuracy, [0.5])
     np.testing.assert_allclose(confidence, [0.7])
     np.testing.assert_allclose(weight, [1.0])
-    edge = np.linspace(0, 1, 11)[7]
+    edge = 7 / 10
     assert naive_ece([1], [[1 - edge, edge]], n_bins=10) == pytest.approx(
         expected_calibration_error([1], [[1 - edge, edge]], n_bins=10, labels=[0, 1])
+    )
+
+
+@pytest.mark.parametrize("n_bins", range(1, 101))
+def test_a_confidence_of_exactly_k_over_n_bins_ends_its_bin(n_bins):
+    """k / n_bins, as k-NN with n_bins neighbours gives, is in (k-1, k] / n_bins
+    for every k (the edges of np.linspace are a rounding step below some)."""
+    k = np.arange((n_bins + 1) // 2, n_bins + 1)
+    confidence = k / n_bins  # (a two-class top probability is at least 1/2)
+    proba = np.column_stack([confidence, 1 - confidence])
+    y = np.zeros(len(k), dtype=int)
+    accuracy, mean_confidence, weight = reliability_curve(
+        y, proba, n_bins=n_bins, labels=[0, 1]
+    )
+    # one bin per confidence, whose mean is that confidence itself
+    np.testing.assert_array_equal(mean_confidence, confidence)
+    assert naive_ece(y, proba, n_bins=n_bins) == pytest.approx(
+        expected_calibration_error(y, proba, n_bins=n_bins, labels=[0, 1])
     )
 
 
@@ -156,6 +172,12 @@ def test_binary_one_dimensional_proba():
     assert expected_calibration_error(names, p, labels=["no", "yes"]) == (
         expected_calibration_error(y, p)
     )
+    # float32 in, float32 out, as for two columns
+    p32 = p.astype(np.float32)
+    curve = reliability_curve(y, p32)
+    for got, wanted in zip(curve, reliability_curve(y, np.c_[1 - p32, p32])):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, wanted)
 
 
 def test_string_labels_and_column_order():
