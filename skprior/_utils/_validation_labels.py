@@ -292,7 +292,9 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
                 "A 1-D y_proba is read as P(positive class) and must lie in "
                 "[0, 1]. For scores or logits, apply a sigmoid first."
             )
-        positive = xp.astype(proba, xp.float64)
+        # (a float score keeps its dtype: float32 in, float32 out)
+        floating = xp.isdtype(proba.dtype, "real floating")
+        positive = proba if floating else xp.astype(proba, xp.float64)
         proba = xp.stack([1 - positive, positive], axis=1)
     proba = check_proba(proba, name="y_proba")
     if len(y_true) != proba.shape[0]:

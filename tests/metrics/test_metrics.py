@@ -174,8 +174,8 @@ def test_binary_one_dimensional_proba():
     )
     # float32 in, float32 out, as for two columns
     p32 = p.astype(np.float32)
-    curve = reliability_curve(y, p32)
-    for got, wanted in zip(curve, reliability_curve(y, np.c_[1 - p32, p32])):
+    two = reliability_curve(y, np.c_[1 - p32, p32])
+    for got, wanted in zip(reliability_curve(y, p32), two, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, wanted)
 
