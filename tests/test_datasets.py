@@ -1,5 +1,6 @@
 """The PMLB loader: the shipped files, and any PMLB file in a folder."""
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -35,3 +36,32 @@ def test_unknown_dataset_is_refused(name, data_home, match):
     """A name that is not shipped (or not in data_home) gets the fix."""
     with pytest.raises(ValueError, match=match):
         load_pmlb(name, data_home=data_home)
+
+
+def _write_pmlb(path, header, rows):
+    with gzip.open(path, "wt") as file:
+        file.write("\t".join(header) + "\n")
+        file.writelines("\t".join(map(str, row)) + "\n" for row in rows)
+
+
+def test_files_that_are_not_classification_sets_are_refused(tmp_path):
+    """A regression target is refused, not truncated into class labels; a
+    file without the 'target' column says so."""
+    _write_pmlb(tmp_path / "reg.tsv.gz", ["a", "target"], [[1, 0.5], [2, 1.7]])
+    with pytest.raises(ValueError, match="not whole numbers"):
+        load_pmlb("reg", data_home=tmp_path)
+    _write_pmlb(tmp_path / "nolabel.tsv.gz", ["a", "class"], [[1, 0], [2, 1]])
+    with pytest.raises(ValueError, match="no column 'target'"):
+        load_pmlb("nolabel", data_home=tmp_path)
+    _write_pmlb(tmp_path / "ok.tsv.gz", ["a", "target"], [[1, 3.0], [2, -1.0]])
+    X, y = load_pmlb("ok", data_home=tmp_path)
+    np.testing.assert_array_equal(y, [3, -1])
+    assert y.dtype == np.int64
+
+
+def test_data_home_expands_the_home_folder(tmp_path, monkeypatch):
+    """data_home="~/..." is the user's folder, as in scikit-learn's loaders."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _write_pmlb(tmp_path / "ok.tsv.gz", ["a", "target"], [[1, 0], [2, 1]])
+    X, y = load_pmlb("ok", data_home="~")
+    np.testing.assert_array_equal(y, [0, 1])

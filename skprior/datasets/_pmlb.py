@@ -45,7 +45,7 @@ def load_pmlb(name, *, data_home=None):
     ((990, 13), 11)
     """
     if data_home is not None:
-        path = Path(data_home) / f"{name}.tsv.gz"
+        path = Path(data_home).expanduser() / f"{name}.tsv.gz"
         if not path.is_file():
             raise ValueError(f"No PMLB file {path}: check name and data_home.")
     elif name not in SHIPPED_DATASETS:
@@ -58,7 +58,20 @@ def load_pmlb(name, *, data_home=None):
     with path.open("rb") as raw, gzip.open(raw, "rt") as text:
         header = text.readline().rstrip("\n").split("\t")
         table = np.loadtxt(text, delimiter="\t", dtype=np.float64, ndmin=2)
+    if "target" not in header:
+        raise ValueError(
+            f"{path} has no column 'target' (its columns: {header[:5]}...); a "
+            f"PMLB file names its label column 'target'."
+        )
     target = header.index("target")
     X = np.delete(table, target, axis=1)
-    y = table[:, target].astype(np.int64)
-    return X, y
+    y = table[:, target]
+    if not np.array_equal(y, np.round(y)):
+        # PMLB's regression sets share the format: refuse, rather than
+        # truncate their targets into false class labels.
+        raise ValueError(
+            f"{path} has targets that are not whole numbers (e.g. "
+            f"{y[y != np.round(y)][0]}): a regression dataset, not the "
+            f"classification one skprior needs."
+        )
+    return X, y.astype(np.int64)
