@@ -159,8 +159,10 @@ def as_labels(value, name, shape_text="(n_samples,)"):
     if arr.ndim != 1:
         raise ValueError(
             f"{name} must be a 1-D array of labels of shape {shape_text}, got an "
-            f"array of shape {arr.shape}. For one-hot labels pass "
-            f"{name}.argmax(axis=1)."
+            f"array of shape {arr.shape}. For one-hot labels (one 1 per row) "
+            f"pass {name}.argmax(axis=1); for multi-label indicators (any number "
+            f"of 1s per row) run the function label by label with "
+            f"skprior.per_label."
         )
     if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])

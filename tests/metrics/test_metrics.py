@@ -229,6 +229,8 @@ def test_inputs_not_modified():
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"kind": "marginal"}, "kind"),
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [1, -1]}, "(?i)negative"),
         ([0, 1], [[0.5, 0.5], [0.2, 0.8]], {"sample_weight": [0, 0]}, "zero"),
+        # a multi-label indicator is pointed to per_label, not only argmax
+        ([[1, 1], [0, 1]], [[0.5, 0.5], [0.2, 0.8]], {}, "argmax.*per_label"),
     ],
 )
 def test_bad_input_raises_clear_error(y_true, y_proba, kwargs, match):
