@@ -4,6 +4,7 @@
 estimator :class:`CANClassifier` that calls them.
 """
 
-from skprior.can._can import CANClassifier, alternating_normalization, topk_entropy
+from skprior.can._can import alternating_normalization, topk_entropy
+from skprior.can._classifier import CANClassifier
 
 __all__ = ["CANClassifier", "alternating_normalization", "topk_entropy"]
