@@ -275,6 +275,14 @@ class BasePriorClassifier(
             y_model = y
         self.estimator_ = self._fit_estimator(X, y_model, sample_weight, fit_params)
         classes = self.estimator_.classes_
+        if isinstance(classes, list):
+            raise ValueError(
+                f"{type(self.estimator_).__name__} is a multi-output model (its "
+                f"classes_ is a list, one entry per output) but y is one column of "
+                f"labels. Pass y as an (n_samples, n_labels) 0/1 indicator matrix "
+                f"of two labels or more, or, for one label, wrap a single-output "
+                f"model fitted on y.ravel()."
+            )
         # (y read as column positions when scikit-learn's cross_val_predict
         # has label-encoded it around a fitted model: see encode_labels)
         y_index = encode_labels(y, classes, positions=True)
@@ -316,14 +324,18 @@ class BasePriorClassifier(
         """Per-label priors from each label's ``method(X)``: shape (n_labels,)."""
         return positive_rates(self, method, X)
 
-    def _inner_proba(self, X):
-        """The inner model's probabilities for ``X``, validated."""
+    def _check_single_label(self):
+        """Refuse a method of one two-class problem after a multi-label fit."""
         if self._is_multilabel():
             raise ValueError(
                 "This wrapper was fitted on a multi-label target, and this method "
                 "works on one two-class problem at a time: call it on "
                 "label_estimators_[l], the wrapper of label l."
             )
+
+    def _inner_proba(self, X):
+        """The inner model's probabilities for ``X``, validated."""
+        self._check_single_label()
         proba = self._call_inner("predict_proba", X)
         name = f"{type(self.estimator_).__name__}.predict_proba(X)"
         # (with array API dispatch, checked on its device and left there)

@@ -61,14 +61,25 @@ def is_multilabel(y):
     if len(shape) != 2 or shape[1] < 2:
         return False
     kind = type_of_target(y)
-    if kind == "multiclass-multioutput":
+    if kind not in ("multiclass-multioutput", "multilabel-indicator"):
+        return False
+    values = np.unique(y.data if issparse(y) else np.asarray(y))
+    if kind == "multiclass-multioutput" and len(values) > 2:
         raise ValueError(
             "y has several columns with more than two classes in some of them "
             "(multiclass-multioutput). skprior reduces multi-label targets -- a "
             "0/1 indicator matrix, one column per label -- to one two-class "
             "problem per label; fit one wrapper per output instead."
         )
-    return kind == "multilabel-indicator"
+    if not np.isin(values, [0, 1]).all():
+        # ("present" is 1: other pairs of values, such as 1/2 or "no"/"yes",
+        # would leave it to guess which value means present)
+        raise ValueError(
+            f"y has several columns of values {values.tolist()}; a multi-label "
+            f"target is a 0/1 indicator matrix, 1 where the label is present. "
+            f"Encode it so, e.g. (y == {values.tolist()[-1]!r}).astype(int)."
+        )
+    return True
 
 
 # -- the inner model, label by label --------------------------------------------------
@@ -326,8 +337,11 @@ def label_results(wrapper, method, X):
     results = []
     with _outputs(wrapper).batch(X):
         for label, estimator in enumerate(wrapper.label_estimators_):
-            with label_warnings(label):
-                results.append(getattr(estimator, method)(X))
+            try:
+                with label_warnings(label):
+                    results.append(getattr(estimator, method)(X))
+            except ValueError as error:  # (named as fit names it)
+                raise ValueError(f"Label {label}: {error}") from error
     return results
 
 

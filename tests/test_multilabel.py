@@ -390,6 +390,79 @@ def test_multiclass_multioutput_target_is_refused(letters):
         CANClassifier(KNeighborsClassifier()).fit(X_train, y)
 
 
+@pytest.mark.parametrize(
+    "encode, match",
+    [
+        (lambda Y: 2 * Y, r"values \[0, 2\].*\(y == 2\)"),
+        (lambda Y: Y + 1, r"values \[1, 2\]"),
+        (lambda Y: np.where(Y == 1, "yes", "no"), r"\(y == 'yes'\)\.astype"),
+    ],
+)
+def test_indicators_other_than_0_1_are_refused(encode, match, letters):
+    """Two values per column other than 0/1 leave "present" to a guess (train_prior_
+    reported the rate of 1, which a 0/2 target never holds): refused, with the
+    encoding to use."""
+    X_train, _, _, Y_train, _, _ = letters
+    with pytest.raises(ValueError, match=match):
+        PriorAdaptedClassifier(KNeighborsClassifier()).fit(X_train, encode(Y_train))
+
+
+def test_single_label_methods_after_a_multi_label_fit(letters):
+    """test_shift and prior_interval point to the label wrappers (they raised
+    AttributeError); reset_prior resets every label's stream; n_iter_ is each
+    label's, also after a single-label fit of the same wrapper."""
+    _, X_cal, X_test, Y_train, Y_cal, _ = letters
+    single = KNeighborsClassifier().fit(X_cal, Y_cal[:, 0])
+    prior = PriorAdaptedClassifier(single).fit(X_cal, Y_cal[:, 0])
+    assert np.ndim(prior.n_iter_) == 0
+    model = KNeighborsClassifier().fit(X_cal, Y_cal)
+    prior.set_params(estimator=model).fit(X_cal, Y_cal)
+    for method in (prior.test_shift, prior.prior_interval):
+        with pytest.raises(ValueError, match=r"label_estimators_\[l\]"):
+            method(X_test)
+    expected = [label.n_iter_ for label in prior.label_estimators_]
+    np.testing.assert_array_equal(prior.n_iter_, expected)
+    first = prior.label_estimators_[0]
+    first.update_prior(X_test)
+    assert first.n_seen_ == len(X_test)
+    assert prior.reset_prior() is prior and first.n_seen_ == 0
+
+
+def test_label_the_model_never_saw_present(letters):
+    """A label that the model saw with one value only (a rare label: classes_
+    [0] for it): CAN and prior adaptation give its probability 1 as the model
+    does; temperature scaling says there is nothing to fit, naming the label."""
+    X_train, X_cal, X_test, Y_train, Y_cal, _ = letters
+    Y_train, Y_cal = Y_train.copy(), Y_cal.copy()
+    Y_train[:, 1] = Y_cal[:, 1] = 0
+    model = RandomForestClassifier(10, random_state=0).fit(X_train, Y_train)
+    for wrapper in (CANClassifier, PriorAdaptedClassifier):
+        proba = wrapper(model).fit(X_cal, Y_cal).predict_proba(X_test)
+        np.testing.assert_array_equal(proba[1], np.ones((len(X_test), 1)))
+        assert proba[0].shape == (len(X_test), 2)
+    with pytest.raises(ValueError, match="Label 1.*one class only"):
+        TemperatureCalibratedClassifier(model).fit(X_cal, Y_cal)
+
+
+def test_errors_at_predict_time_name_the_label(letters):
+    """A label's refusal in predict_proba says which label, as fit's does."""
+    _, X_cal, X_test, _, Y_cal, _ = letters
+    model = KNeighborsClassifier().fit(X_cal, Y_cal)
+    can = CANClassifier(model, reference="fit").fit(X_cal, Y_cal)
+    can.label_estimators_[2].set_params(reference="fit").reference_proba_ = None
+    with pytest.raises(ValueError, match="^Label 2: reference='fit' was set"):
+        can.predict_proba(X_test)
+
+
+def test_multi_output_model_with_one_column_of_labels(letters):
+    """A fitted multi-output model (classes_ a list) with a 1-D y: the error
+    says so (it was "unhashable type: 'list'")."""
+    X_train, X_cal, _, Y_train, Y_cal, _ = letters
+    model = MultiOutputClassifier(LogisticRegression()).fit(X_train, Y_train[:, :1])
+    with pytest.raises(ValueError, match="multi-output model.*y.ravel"):
+        CANClassifier(model).fit(X_cal, Y_cal[:, 0])
+
+
 def test_warnings_name_the_label(letters):
     """A warning of one label's method ends with the label it comes from."""
     _, X_cal, X_test, _, Y_cal, _ = letters

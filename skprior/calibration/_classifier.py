@@ -245,6 +245,14 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         for name in _FITTED:  # left by an earlier fit with another method
             if hasattr(self, name):
                 delattr(self, name)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self.estimator_).__name__} knows one class only "
+                f"(classes_ = {np.asarray(self.classes_).tolist()}): its "
+                f"probability is 1 and there is no temperature to fit. Fit the "
+                f"model on data with two classes or more (in a multi-label fit: "
+                f"on rows where the label is both present and absent)."
+            )
         if self.method != "dirichlet" and (
             not (isinstance(self.reg_lambda, str) and self.reg_lambda == "auto")
             or self.reg_mu is not None

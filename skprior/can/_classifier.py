@@ -6,6 +6,7 @@ learns the training prior (and, with ``reference="fit"``, the confident rows),
 """
 
 from skprior._base import BasePriorClassifier
+from skprior._utils._array_api import get_namespace
 from skprior._utils._constraints import constraints
 from skprior._utils._options import (
     DEFAULT_ALPHA,
@@ -164,6 +165,11 @@ class CANClassifier(BasePriorClassifier):
                 "reference='fit' was set after fit; call fit again so that the "
                 "reference predictions are computed."
             )
+        if proba.shape[1] == 1:
+            # A model that saw one class (as a rare label's in a multi-label
+            # fit): its probability is 1 and CAN has nothing to re-normalise.
+            xp, _ = get_namespace(proba)
+            return xp.asarray(proba, copy=True)
         reference = self.reference_proba_ if self.reference == "fit" else None
         return alternating_normalization(
             proba,

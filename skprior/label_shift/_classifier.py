@@ -2,13 +2,14 @@
 
 It calls the array functions of ``_prior.py`` (the MLE/MAP estimate, the
 source prior) and ``_confusion.py`` (the confusion matrix), the one policy of
-``_policy.py`` (test for shift, then estimate), the stream state of
-``_online.py`` and the prediction sets and prior intervals of
+``_policy.py`` (test for shift, then estimate), the stream state and on-line
+methods of ``_online.py`` and the prediction sets and prior intervals of
 ``_uncertainty.py``.
 """
 
 import warnings
 
+import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from skprior._base import BasePriorClassifier
@@ -37,14 +38,14 @@ from skprior.label_shift._conformal import (
     SetCalibration,
 )
 from skprior.label_shift._confusion import joint_confusion_matrix
-from skprior.label_shift._online import StreamState, confusion_prior
+from skprior.label_shift._online import OnlineMixin, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
-from skprior.label_shift._solvers import like, predicted_counts, reweight
+from skprior.label_shift._solvers import predicted_counts, reweight
 from skprior.label_shift._uncertainty import UncertaintyMixin
 
 
-class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
+class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier):
     """Adapt a classifier's posteriors to the class prior of the test data.
 
     Under label shift the class prior changes between training and test while
@@ -147,12 +148,13 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     confusion_ : ndarray of shape (n_classes, n_classes)
         Joint confusion matrix ``P(predicted = i, true = j)`` on the ``fit``
         data (``method="bbse"`` and ``"rlls"`` only).
-    n_iter_ : int
+    n_iter_ : int or ndarray of shape (n_labels,)
         Passes over the ``fit`` data (E-step evaluations) of the estimate of
         the prior on the ``fit`` data itself (``"mle"``, ``"map"``), a
         diagnostic: with calibrated posteriors it lands near ``train_prior_``.
         1 for ``"bbse"``, ``"rlls"`` and ``"known"``. Computed when first
-        read, not by ``fit`` (which does not need that EM).
+        read, not by ``fit`` (which does not need that EM). Each label's after
+        a multi-label ``fit``.
     online_prior_ : ndarray of shape (n_classes,)
         The on-line estimate from the batches given to :meth:`update_prior`
         since ``fit`` or :meth:`reset_prior`, up to and including the last
@@ -388,6 +390,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
     @property
     def n_iter_(self):
         """Passes of the estimate of the prior on the ``fit`` data (see class)."""
+        if self._is_multilabel():  # (each label's, shape (n_labels,))
+            return np.array([label.n_iter_ for label in self.label_estimators_])
         if getattr(self, "_n_iter", None) is None:
             if getattr(self, "_fit_proba", None) is None:
                 raise AttributeError("n_iter_ is set by fit")
@@ -458,6 +462,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
                 "method='known' adapts to the given test_prior and runs no test "
                 "of shift; use an estimating method ('mle', 'map', 'bbse', 'rlls')."
             )
+        self._check_single_label()
         level = 1.0 if self.shift_level is None else self.shift_level
         return self._no_shift.test(self._inner_proba(X), level)
 
@@ -509,91 +514,3 @@ class PriorAdaptedClassifier(UncertaintyMixin, BasePriorClassifier):
 
     def _adjust_proba(self, proba):
         return reweight(proba, self.train_prior_, self._prior_of(proba))
-
-    # -- on-line ---------------------------------------------------------------------
-
-    def reset_prior(self):
-        """Forget the stream: the on-line estimate goes back to its start.
-
-        The start is ``test_prior_`` for ``method="known"`` and ``train_prior_``
-        otherwise.
-
-        Returns
-        -------
-        self : object
-            The estimator.
-        """
-        check_is_fitted(self, "train_prior_")
-        self._check_unchanged()
-        self._stream = StreamState(self)
-        self._publish_stream()
-        return self
-
-    def _publish_stream(self, like_array=None):
-        """The stream's public attributes (the prior in the batch's namespace)."""
-        stream = self._stream
-        # (float32 posteriors: a float32 prior)
-        self.online_prior_ = like(stream.prior, like_array)
-        self.n_seen_ = stream.n_seen
-        self.online_shifted_ = stream.shifted
-        self.online_weight_ = stream.weight
-
-    def update_prior(self, X):
-        """Add a batch of a stream to the on-line estimate of the test prior.
-
-        The new ``online_prior_`` is built from every batch given since
-        ``fit`` or :meth:`reset_prior`, ``X`` included, as ``online`` says:
-        with ``"aggregate"`` (default), the mixture of forgetting estimates,
-        their trend forecasts and the training prior
-        (:class:`AggregatingPrior`); with
-        ``"cumulative"``, the estimate from all their samples; with
-        ``"fth"``/``"flh-ftl"``, the prediction for the next batch from the
-        per-batch estimates. State and time per call do not grow with the
-        stream. Until the stream is found shifted from the ``fit`` data
-        (``online_shifted_``, the tests of ``shift_level`` on the rows seen),
-        :meth:`predict_proba_online` gives the estimate the weight
-        ``online_weight_`` only; a shift that began in the latest segment
-        restarts the on-line estimate from ``X`` (as :meth:`reset_prior`
-        would). :meth:`predict_proba` is not affected.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
-            The next unlabelled batch.
-
-        Returns
-        -------
-        self : object
-            The estimator, with ``online_prior_`` and ``n_seen_`` updated.
-        """
-        self._check_unchanged(stream=True)
-        proba = self._inner_proba(X)
-        self._stream.update(self, proba)
-        self._publish_stream(proba)
-        return self
-
-    def predict_proba_online(self, X):
-        """Posteriors of ``X`` adjusted to the on-line prior ``online_prior_``.
-
-        Unlike :meth:`predict_proba` the output of a row does not depend on the
-        rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
-        estimate. As :meth:`predict_proba` leaves a batch without shift as it
-        is, the prior is ``w * online_prior_ + (1 - w) * train_prior_`` with
-        ``w = online_weight_``: 1 once the stream is found shifted
-        (``online_shifted_``), 0 before but for the stream's first rows.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
-            Data to predict.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Adjusted probabilities in the order of ``classes_``.
-        """
-        self._check_unchanged(stream=True)
-        proba = self._inner_proba(X)
-        stream = self._stream
-        prior = stream.prior if self.shift_level is None else stream.predicted_prior()
-        return reweight(proba, self.train_prior_, prior)

@@ -1,17 +1,19 @@
-"""The stream state of :class:`~skprior.PriorAdaptedClassifier`, in one object.
+"""The stream of :class:`~skprior.PriorAdaptedClassifier`: its state and methods.
 
 What ``update_prior`` keeps between batches: the tracker of the prior (or, for
 BBSE and RLLS with ``online="cumulative"``, the counts of the predictions),
 the monitor that says when the stream has left the ``fit`` data, and the
 counters. The wrapper holds one :class:`StreamState` and builds a new one on
 ``reset_prior``; the state lives on the host (``K``-vectors), the batches in
-their own namespace.
+their own namespace. :class:`OnlineMixin` gives the wrapper the methods
+``update_prior``, ``predict_proba_online`` and ``reset_prior`` over it.
 """
 
 import warnings
 
 import numpy as np
 from scipy.special import expit
+from sklearn.utils.validation import check_is_fitted
 
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
@@ -19,7 +21,7 @@ from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
-from skprior.label_shift._solvers import predicted_counts, sums_and_bet
+from skprior.label_shift._solvers import like, predicted_counts, reweight, sums_and_bet
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
 
 # The share of shift_level the stream monitor's bets get, the rest going to
@@ -232,3 +234,103 @@ def confusion_prior(est, counts):
     if est.method == "rlls":
         return rlls_from_frequencies(frequencies, est.confusion_, est.rlls_reg, total)
     return bbse_from_frequencies(frequencies, est.confusion_, DEFAULT_BBSE_PROJECTION)
+
+
+class OnlineMixin:
+    """The on-line methods of :class:`~skprior.PriorAdaptedClassifier`.
+
+    ``update_prior`` feeds a batch of a stream to the wrapper's
+    :class:`StreamState`, ``predict_proba_online`` adapts to its estimate and
+    ``reset_prior`` starts it again; the wrapper provides ``_inner_proba``
+    and ``_check_unchanged``.
+    """
+
+    def reset_prior(self):
+        """Forget the stream: the on-line estimate goes back to its start.
+
+        The start is ``test_prior_`` for ``method="known"`` and ``train_prior_``
+        otherwise.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+        """
+        check_is_fitted(self, "train_prior_")
+        if self._is_multilabel():  # (each label's stream)
+            for label in self.label_estimators_:
+                label.reset_prior()
+            return self
+        self._check_unchanged()
+        self._stream = StreamState(self)
+        self._publish_stream()
+        return self
+
+    def _publish_stream(self, like_array=None):
+        """The stream's public attributes (the prior in the batch's namespace)."""
+        stream = self._stream
+        # (float32 posteriors: a float32 prior)
+        self.online_prior_ = like(stream.prior, like_array)
+        self.n_seen_ = stream.n_seen
+        self.online_shifted_ = stream.shifted
+        self.online_weight_ = stream.weight
+
+    def update_prior(self, X):
+        """Add a batch of a stream to the on-line estimate of the test prior.
+
+        The new ``online_prior_`` is built from every batch given since
+        ``fit`` or :meth:`reset_prior`, ``X`` included, as ``online`` says:
+        with ``"aggregate"`` (default), the mixture of forgetting estimates,
+        their trend forecasts and the training prior
+        (:class:`AggregatingPrior`); with
+        ``"cumulative"``, the estimate from all their samples; with
+        ``"fth"``/``"flh-ftl"``, the prediction for the next batch from the
+        per-batch estimates. State and time per call do not grow with the
+        stream. Until the stream is found shifted from the ``fit`` data
+        (``online_shifted_``, the tests of ``shift_level`` on the rows seen),
+        :meth:`predict_proba_online` gives the estimate the weight
+        ``online_weight_`` only; a shift that began in the latest segment
+        restarts the on-line estimate from ``X`` (as :meth:`reset_prior`
+        would). :meth:`predict_proba` is not affected.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            The next unlabelled batch.
+
+        Returns
+        -------
+        self : object
+            The estimator, with ``online_prior_`` and ``n_seen_`` updated.
+        """
+        self._check_unchanged(stream=True)
+        proba = self._inner_proba(X)
+        self._stream.update(self, proba)
+        self._publish_stream(proba)
+        return self
+
+    def predict_proba_online(self, X):
+        """Posteriors of ``X`` adjusted to the on-line prior ``online_prior_``.
+
+        Unlike :meth:`predict_proba` the output of a row does not depend on the
+        rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
+        estimate. As :meth:`predict_proba` leaves a batch without shift as it
+        is, the prior is ``w * online_prior_ + (1 - w) * train_prior_`` with
+        ``w = online_weight_``: 1 once the stream is found shifted
+        (``online_shifted_``), 0 before but for the stream's first rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dataframe} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Adjusted probabilities in the order of ``classes_``.
+        """
+        self._check_unchanged(stream=True)
+        proba = self._inner_proba(X)
+        stream = self._stream
+        prior = stream.prior if self.shift_level is None else stream.predicted_prior()
+        return reweight(proba, self.train_prior_, prior)

@@ -78,9 +78,10 @@ class UncertaintyMixin:
             The bounds, in the order of ``classes_``.
         """
         check_is_fitted(self)
-        if self._is_multilabel() or self._fitted_method not in ("mle", "map"):
+        self._check_single_label()
+        if self._fitted_method not in ("mle", "map"):
             raise ValueError(
-                "prior_interval needs a single-label fit with method='mle' or "
+                "prior_interval needs a fit with method='mle' or "
                 f"'map' (the interval is the likelihood's), got method="
                 f"{self._fitted_method!r}. Refit with method='mle' or 'map'."
             )
