@@ -16,9 +16,18 @@ from skprior._multilabel import (
     label_warnings,
     read_form,
 )
-from skprior._utils._array_api import get_namespace, namespace_of, result_array, to_host
-from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._array_api import (
+    get_namespace,
+    is_dask,
+    namespace_of,
+    result_array,
+    to_host,
+)
 from skprior._utils._validation_arrays import on_host
+from skprior.calibration._classwise import (
+    softmax_dirichlet_calibration,
+    softmax_vector_scaling,
+)
 from skprior.calibration._temperature import softmax_temperature
 from skprior.can._can import alternating_normalization, topk_entropy
 from skprior.label_shift._prior import adjust_to_prior
@@ -28,7 +37,13 @@ DATA_ARGUMENTS = ("proba", "reference", "logits", "y_proba")
 LABEL_ARGUMENTS = ("y", "y_true")
 # One value per label, stacked on a first axis; the number is the dimension of
 # the value a two-class call takes (a scalar temperature is shared).
-STACKED_ARGUMENTS = {"temperature": 0, "bias": 1, "confusion": 2}
+STACKED_ARGUMENTS = {
+    "temperature": 0,
+    "bias": 1,
+    "weights": 1,
+    "confusion": 2,
+    "matrix": 2,
+}
 
 
 # The functions whose result is split by row: probabilities, or one value per row.
@@ -36,6 +51,8 @@ ROW_RESULTS = {
     alternating_normalization: "proba",
     adjust_to_prior: "proba",
     softmax_temperature: "proba",
+    softmax_vector_scaling: "proba",
+    softmax_dirichlet_calibration: "proba",
     topk_entropy: "rows",
 }
 
@@ -61,9 +78,23 @@ def _split_data(value, name):
             f"{name} must hold real numbers, one column per label; got dtype "
             f"{value.dtype}."
         )
+    if value.shape[0] == 0:
+        raise ValueError(
+            f"{name} is empty (shape {tuple(value.shape)}): pass at least one row."
+        )
     if name == "logits":
         # one score per label: the two-class function reads it as logits (0, s)
         return form, [value[:, label] for label in range(n_labels)]
+    if not is_dask(xp):  # (a lazy array is checked block by block, later)
+        low, high = to_host(xp, xp.min(value), xp.max(value))
+        if low < 0 or high > 1:
+            raise ValueError(
+                f"{name} is read as an (n_samples, n_labels) matrix of the "
+                f"probability that each label is present, but holds values from "
+                f"{low:.4g} to {high:.4g}. For scores or logits of independent "
+                f"labels apply scipy.special.expit (a sigmoid per label, not a "
+                f"softmax across them), or pass them as logits=."
+            )
     return form, _LabelColumns(xp, value)
 
 
@@ -136,7 +167,6 @@ def _assemble(results, kind, form, like):
     return list(results)
 
 
-@validate_params({"func": [callable]}, prefer_skip_nested_validation=False)
 def per_label(func, *args, **kwargs):
     r"""Run a two-class array function on each label of multi-label outputs.
 
@@ -158,11 +188,13 @@ def per_label(func, *args, **kwargs):
       shape (L,) -- the prior :math:`q_l` of each label being present -- or
       (L, 2).
     - ``y``, ``y_true``: an (n_samples, L) indicator matrix of 0 and 1.
-    - ``temperature``, ``bias``, ``confusion``: shared by every label when given
-      as a two-class call takes them (a float; shape (2,); (2, 2)), or one per
-      label stacked on a first axis of length L.
+    - ``temperature``, ``bias``, ``weights``, ``confusion``, ``matrix``: shared
+      by every label when given as a two-class call takes them (a float; shape
+      (2,); (2, 2)), or one per label stacked on a first axis of length L (as
+      ``per_label`` returns the fitted ones).
     - Anything else (``k``, ``tau``, ``method``, ``sample_weight``, ...) is
-      passed to every call as it is.
+      passed to every call as it is; ``out=`` is refused (the result is made
+      here). An error of one label's call names the label.
 
     Parameters
     ----------
@@ -209,8 +241,19 @@ def per_label(func, *args, **kwargs):
            [0.1 , 0.95],
            [0.5 , 0.1 ]])
     """
+    # (not validate_params: it would name per_label in func's own refusals)
+    if not callable(func):
+        raise TypeError(
+            f"per_label's first argument is the function to run per label, such "
+            f"as skprior.alternating_normalization; got {type(func).__name__}."
+        )
     bound = inspect.signature(func).bind(*args, **kwargs)
     arguments = bound.arguments
+    if arguments.get("out") is not None:
+        raise ValueError(
+            "per_label makes the multi-label result itself and takes no out=; "
+            "drop out= (each label's result would overwrite the last one's)."
+        )
     data = [name for name in DATA_ARGUMENTS if arguments.get(name) is not None]
     if not data:
         raise ValueError(
@@ -250,8 +293,11 @@ def per_label(func, *args, **kwargs):
     for label in range(n_labels):
         for name, values in split.items():
             arguments[name] = values[label]
-        with label_warnings(label):
-            result = func(*bound.args, **bound.kwargs)
+        try:
+            with label_warnings(label):
+                result = func(*bound.args, **bound.kwargs)
+        except ValueError as error:  # (named as the wrappers name it)
+            raise ValueError(f"Label {label}: {error}") from error
         if columns and is_numpy:  # (written in place)
             if out is None:
                 out = np.empty((result.shape[0], n_labels), dtype=result.dtype)

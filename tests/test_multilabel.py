@@ -18,6 +18,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -43,10 +44,14 @@ from skprior import (
     estimate_source_prior,
     estimate_test_prior,
     fit_bias_corrected_temperature,
+    fit_dirichlet_calibration,
     fit_temperature,
+    fit_vector_scaling,
     joint_confusion_matrix,
     per_label,
+    softmax_dirichlet_calibration,
     softmax_temperature,
+    softmax_vector_scaling,
     topk_entropy,
 )
 from skprior.datasets import load_pmlb
@@ -644,6 +649,28 @@ def test_per_label_temperature_equals_the_binary_loop(outputs):
         assert ece[label] == pytest.approx(want, abs=1e-12)
 
 
+def test_per_label_class_wise_calibration_equals_the_binary_loop(outputs):
+    """Vector scaling and Dirichlet calibration fitted per label are applied per
+    label too: their weights and matrices stack on a first axis."""
+    cal, test = outputs["scores"]
+    Y_cal, _ = outputs["Y"]
+    weights, bias = per_label(fit_vector_scaling, cal, Y_cal)
+    vs = per_label(softmax_vector_scaling, test, weights, bias)
+    proba_cal = [columns(expit(cal), label) for label in range(cal.shape[1])]
+    proba_test = [columns(expit(test), label) for label in range(cal.shape[1])]
+    log_cal, log_test = [np.log(p) for p in proba_cal], [np.log(p) for p in proba_test]
+    matrix, dir_bias = per_label(fit_dirichlet_calibration, log_cal, Y_cal)
+    dirichlet = per_label(softmax_dirichlet_calibration, log_test, matrix, dir_bias)
+    assert weights.shape == (cal.shape[1], 2) and matrix.shape == (cal.shape[1], 2, 2)
+    for label in range(cal.shape[1]):
+        w, b = fit_vector_scaling(cal[:, label], Y_cal[:, label])
+        want = softmax_vector_scaling(test[:, label], w, b)[:, 1]
+        np.testing.assert_allclose(vs[:, label], want, rtol=0, atol=1e-12)
+        m, b = fit_dirichlet_calibration(log_cal[label], Y_cal[:, label])
+        want = softmax_dirichlet_calibration(log_test[label], m, b)
+        np.testing.assert_allclose(dirichlet[label], want, rtol=0, atol=1e-12)
+
+
 def test_per_label_list_and_matrix_forms_agree(outputs):
     """The same probabilities as a matrix or a list give the same results."""
     _, test = outputs["matrix"]
@@ -688,6 +715,26 @@ def test_per_label_does_not_modify_its_inputs(outputs):
         ),
         (lambda p: per_label(np.sum, p), "no multi-label output"),
         (lambda p: per_label(adjust_to_prior, p[:, 0], [0.5], [0.5]), "proba must be"),
+        # each label's result would overwrite the last one's in one out=
+        (
+            lambda p: per_label(alternating_normalization, p, [0.5] * 4, out=p),
+            "takes no out=",
+        ),
+        # scores are not probabilities: a sigmoid per label, not a softmax
+        (
+            lambda p: per_label(alternating_normalization, 2 * p, [0.5] * 4),
+            r"values from .* scipy\.special\.expit",
+        ),
+        (lambda p: per_label(topk_entropy, p[:0]), r"empty \(shape \(0, 4\)\)"),
+        # a label's own refusal names the label (and not per_label's k)
+        (
+            lambda p: per_label(adjust_to_prior, p, [0.5, 1.5, 0.5, 0.5], [0.5] * 4),
+            "^Label 1: train_prior",
+        ),
+        (
+            lambda p: per_label(topk_entropy, p, k=1),
+            "^Label 0: The 'k' parameter of topk",
+        ),
     ],
 )
 def test_per_label_refuses_mismatched_arguments(call, match, outputs):
