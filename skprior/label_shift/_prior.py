@@ -35,6 +35,7 @@ from skprior._utils._validation import (
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior.label_shift._intervals import Fit, confidence_interval
 from skprior.label_shift._solvers import (
+    _Problem,
     like,
     mean_posterior,
     reweight,
@@ -346,7 +347,8 @@ def estimate_test_prior(
         is add-one smoothing); ``a = 1`` gives the MLE.
     init : array-like of shape (n_classes,), default=None
         Starting point; ``None`` starts from ``train_prior``. For ``"em"`` and
-        ``"squarem"`` a class started at 0 stays at 0.
+        ``"squarem"`` a class started at 0 stays at 0 (a warning says when the
+        batch would raise it: the estimate is then not the MLE).
     max_iter : int, default=10_000
         Largest number of iterations.
     tol : float, default=1e-6
@@ -432,7 +434,11 @@ def estimate_test_prior(
     prior, n_iter, n_passes, converged, objective = solve_prior(
         proba, train, concentration, start, solver, max_iter, tol, verbose
     )
-    _warn_if_degenerate(proba, train, prior, method)
+    if solver != "pga" and concentration == 0 and np.any(start == 0):
+        # (then classes at 0 are init's, which this warning is about)
+        _warn_if_pinned(_Problem(proba, train, 0.0, tol, solver), start, prior)
+    else:
+        _warn_if_degenerate(proba, train, prior, method)
     if not converged:
         advice = (
             "Increase max_iter or tol"
@@ -454,6 +460,25 @@ def estimate_test_prior(
         objective=objective,
         fit=Fit(proba, train, prior, concentration, solver, max_iter, tol),
     )
+
+
+def _warn_if_pinned(problem, start, prior):
+    """Warn when classes that ``init`` puts at 0, where EM keeps them, would rise.
+
+    At the MLE a class at 0 has likelihood gradient ``g_k <= 1``; above 1 the
+    data pull it up, and the estimate is the constrained one, not the MLE.
+    One more pass, only when ``init`` has zeros.
+    """
+    gradient, _ = problem.evaluate(prior)
+    pulled = np.flatnonzero((start == 0) & (gradient > 1 + problem.tol))
+    if len(pulled):
+        warn_user(
+            f"init is 0 for classes {pulled.tolist()}, and EM keeps a class at 0 "
+            f"where it starts, but the batch pulls them up (likelihood gradient "
+            f"{np.round(gradient[pulled], 3).tolist()} > 1): the estimate is "
+            f"not the MLE. Pass an init that is positive on them, or "
+            f"solver='pga'."
+        )
 
 
 def _warn_if_degenerate(proba, train_prior, prior, method):

@@ -3,8 +3,7 @@
 Solvers behind :func:`skprior.estimate_test_prior`, Bayes' rule to a new prior
 and the BBSE and RLLS solves, on validated arrays of any array API namespace
 (no input checks here): the solvers iterate on host ``K``-vectors, and only
-the pass functions touch the data, on its device (NumPy through its own
-kernels, as fast as before).
+the pass functions touch the data, on its device (NumPy by its own kernels).
 
 With weights ``w = pi / q`` and ``D_i = sum_k p_ik w_k`` (a matrix-vector
 product), the EM map is ``F(pi)_k = pi_k g_k / N`` where
@@ -147,6 +146,7 @@ class _Problem:
         )
         self.concentration = concentration  # a - 1 of the Dirichlet(a) prior
         self.tol = tol  # (classes below it get the KKT check of ``converged``)
+        self.leaves_zero = solver == "pga"  # (EM keeps a class at 0 where it is)
         self.n_passes = 0
 
     def evaluate(self, prior):
@@ -178,11 +178,12 @@ class _Problem:
         class has ``g_k <= 1`` (``= 1`` where ``pi_k > 0``). A class with
         ``pi_k < tol`` moves by ``pi_k (g_k - 1) < tol`` per EM step however
         much it should grow, so for such classes the excess ``g_k - 1`` is
-        counted too: a start near a vertex is not "converged".
+        counted too, but for classes at 0 under EM (from ``init``), which
+        cannot move: a start near a vertex is not "converged".
         """
         step = np.abs(self.em_map(prior, gradient) - prior).sum()
         if self.concentration == 0:
-            small = prior < self.tol
+            small = (prior < self.tol) & ((prior > 0) | self.leaves_zero)
             step += np.maximum(gradient[small] - 1.0, 0.0).sum()
         return step <= self.tol
 

@@ -740,6 +740,36 @@ def test_init_with_zero_likelihood_is_refused(solver):
     assert result.prior[1] == 0 and np.all(np.isfinite(result.prior))
 
 
+@pytest.mark.parametrize("solver", ["em", "squarem"])
+def test_init_at_zero_on_a_class_the_batch_holds(solver):
+    """EM keeps a class at 0 where init puts it. It used to count that class's
+    pull in its convergence test and so ran all max_iter passes, then advised
+    "Increase max_iter"; now it stops at the constrained estimate and says why
+    it is not the MLE (what pga, which can leave 0, finds)."""
+    rng = np.random.default_rng(1)
+    proba = rng.dirichlet(np.ones(3), size=200)
+    proba[:100] = [0.05, 0.05, 0.9]
+    q = np.ones(3) / 3
+    with pytest.warns(UserWarning, match=r"init is 0 for classes \[2\].*not the MLE"):
+        result = estimate_test_prior(proba, q, init=[0.5, 0.5, 0.0], solver=solver)
+    assert result.converged and result.n_passes < 100 and result.prior[2] == 0
+    # the constrained optimum: the MLE of the two classes left
+    two = proba[:, :2] / proba[:, :2].sum(axis=1, keepdims=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = estimate_test_prior(two, q[:2] / q[:2].sum(), tol=1e-12).prior
+    np.testing.assert_allclose(result.prior[:2], want, atol=1e-4)
+    mle = estimate_test_prior(proba, q, init=[0.5, 0.5, 0.0], solver="pga").prior
+    assert mle[2] > 0.5
+    # a zero on a class the batch does not pull up: no warning
+    absent = proba.copy()
+    absent[:, 2] = 1e-9
+    absent /= absent.sum(axis=1, keepdims=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        estimate_test_prior(absent, q, init=[0.5, 0.5, 0.0], solver=solver)
+
+
 def test_fitted_model_is_never_refitted(blobs):
     """No fit of a fitted inner model in fit, predict, or GridSearchCV."""
     X, y = blobs
