@@ -17,6 +17,7 @@ from sklearn.utils.validation import column_or_1d
 
 from skprior._utils._array_api import get_namespace, working_dtype_results
 from skprior._utils._sklearn_compat import StrOptions, validate_params
+from skprior._utils._validation import warn_user
 from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._solvers import like
@@ -178,6 +179,21 @@ def effective_train_prior(
     >>> adjust_to_prior([[0.75, 0.25]], q_eff, effective_train_prior(y)).round(3)
     array([[0.9, 0.1]])
     """
+    if sampling_ratio is not None and resampled_counts is not None:
+        # (both describe one resampling: multiplied, they would count it twice)
+        raise ValueError(
+            "Pass sampling_ratio or resampled_counts, not both: each describes "
+            "the whole resampling of a class."
+        )
+    if isinstance(class_weight, str) and sample_weight is not None:
+        warn_user(
+            "class_weight='balanced' with sample_weight: estimators differ, and "
+            "this uses the unweighted class counts, as SVC, SGDClassifier and "
+            "the trees do; LogisticRegression and LinearSVC balance the "
+            "weighted counts in recent scikit-learn. For those, pass "
+            "class_weight=compute_class_weight('balanced', classes=np.unique(y), "
+            "y=y, sample_weight=sample_weight)."
+        )
     given = y
     y = column_or_1d(on_host(y), warn=True)
     if y.size == 0:

@@ -295,3 +295,34 @@ def test_corrected_probabilities_are_the_original_posterior(n_classes):
 
     assert worst_decile_gap(corrected) < 0.03
     assert worst_decile_gap(proba) > 0.1
+
+
+def test_balanced_with_sample_weight_warns_which_counts_it_balances():
+    """LogisticRegression balances the weighted counts, SVC the unweighted: the
+    'balanced' shorthand (unweighted) warns, and the weights the warning says
+    to pass give the weighted model's prior."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.utils.class_weight import compute_class_weight
+
+    y = np.array([0] * 30 + [1] * 10)
+    weights = np.r_[np.ones(30), 3 * np.ones(10)]
+    with pytest.warns(UserWarning, match="balance the weighted counts"):
+        unweighted = effective_train_prior(
+            y, class_weight="balanced", sample_weight=weights
+        )
+    np.testing.assert_allclose(unweighted, [0.25, 0.75])
+    balanced = compute_class_weight(
+        "balanced", classes=np.unique(y), y=y, sample_weight=weights
+    )
+    # what LogisticRegression uses, read off a fit on a constant feature
+    X = np.zeros((40, 1))
+    model = LogisticRegression(class_weight="balanced").fit(X, y, sample_weight=weights)
+    weighted = effective_train_prior(y, class_weight=balanced, sample_weight=weights)
+    np.testing.assert_allclose(model.predict_proba(X[:1])[0], weighted, atol=1e-4)
+
+
+def test_sampling_ratio_and_resampled_counts_are_not_both_taken():
+    """Both describe one resampling: multiplied, they counted it twice."""
+    y = np.array([0] * 30 + [1] * 10)
+    with pytest.raises(ValueError, match="not both"):
+        effective_train_prior(y, sampling_ratio={0: 1 / 3}, resampled_counts={0: 10})
