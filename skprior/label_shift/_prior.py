@@ -446,10 +446,10 @@ def estimate_test_prior(
             else "Increase max_iter, use solver='squarem' (fast when classes are "
             "absent from the batch)"
         )
+        advice += ", or use method='map'" if method == "mle" else ""
         warn_user(
             f"The {method.upper()} prior estimate ({solver}) did not converge in "
-            f"max_iter={max_iter} iterations to tol={tol:g}. {advice}, or use "
-            f"method='map'.",
+            f"max_iter={max_iter} iterations to tol={tol:g}. {advice}.",
             ConvergenceWarning,
         )
     return PriorEstimate(
@@ -494,14 +494,18 @@ def _warn_if_degenerate(proba, train_prior, prior, method):
         "Adapt only batches that a test finds shifted (label_shift_test; "
         "PriorAdaptedClassifier does by default), calibrate the model first"
     )
+    # (MAP's own advice is not to use MAP; its estimate is no vertex)
+    or_map = ", or use method='map'" if method == "mle" else ""
     if n_rows < n_classes:
         what = "a single row" if n_rows == 1 else f"{n_rows} rows"
+        vertex = (
+            " (from a single row, the vertex of the largest p_k / q_k), and "
+            "posteriors adjusted to it come out near one-hot"
+        )
         warn_user(
             f"The {method.upper()} test prior is estimated from {what} for "
-            f"{n_classes} classes: it is mostly noise (from a single row, the "
-            f"vertex of the class with the largest p_k / q_k), and posteriors "
-            f"adjusted to it come out near one-hot. Estimate from larger "
-            f"batches, use method='map', or keep the training prior.",
+            f"{n_classes} classes: it is mostly noise{vertex if or_map else ''}."
+            f" Estimate from larger batches or keep the training prior{or_map}.",
         )
         return
     # The classes driven to ~0 (below 1% of their training prior) and the
@@ -518,7 +522,7 @@ def _warn_if_degenerate(proba, train_prior, prior, method):
             f"hold {mass:.0%} of the batch's posterior mass: the signature of a "
             f"weak or class-wise miscalibrated model rather than of absent "
             f"classes, and adapting to it can cost much accuracy and log loss. "
-            f"{fix}, or use method='map'.",
+            f"{fix}{or_map}.",
         )
 
 

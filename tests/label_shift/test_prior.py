@@ -987,3 +987,22 @@ def test_cumulative_settings_changed_mid_stream_are_refused(blobs, params):
     fth = wrapper.set_params(online="fth").reset_prior()
     fth.update_prior(X[2050:2060])
     fth.set_params(**params).update_prior(X[2060:2070])  # (taken at once)
+
+
+def test_map_warnings_do_not_advise_map():
+    """MAP's warnings give MAP's advice: not "use method='map'", and no MLE
+    vertex for a MAP estimate from one row (which is no vertex)."""
+    one_row = np.array([[0.3, 0.7, 0.0]])
+    q = np.ones(3) / 3
+    for method, vertex in (("mle", True), ("map", False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            estimate_test_prior(one_row, q, method=method)
+            proba = np.random.default_rng(0).dirichlet(np.ones(5), size=50)
+            estimate_test_prior(proba, np.ones(5) / 5, method=method, max_iter=1)
+        messages = [str(w.message) for w in caught]
+        assert len(messages) == 2 and "mostly noise" in messages[0]
+        assert "did not converge" in messages[1]
+        assert ("vertex" in messages[0]) == vertex
+        for message in messages:
+            assert ("method='map'" in message) == (method == "mle")
