@@ -898,3 +898,24 @@ def test_wrappers_keep_the_namespace(wrapper_results, name, device, dtype):
     assert case in wrapper_results, f"{case} did not run"
     error = wrapper_results[case]
     assert error is None, error
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_torch_proba_in_the_calibration_metrics(dtype):
+    """torch float16 and bfloat16 posteriors are held to their own tolerance
+    in the calibration metrics, as NumPy's float16 (they were made float64
+    first, and held to 1e-6), with NumPy's results on the same values."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    proba = softmax(rng.normal(size=(400, 7)), axis=1)  # (entries above 1e-3)
+    tensor = torch.from_numpy(proba).to(getattr(torch, dtype))
+    # the same values as NumPy float16 (bfloat16's 8 bits fit in its 11 here)
+    host = tensor.to(torch.float16).numpy()
+    assert torch.equal(torch.from_numpy(host).to(tensor.dtype), tensor)
+    assert np.abs(host.sum(axis=1, dtype=np.float64) - 1).max() > 1e-6
+    y = rng.integers(0, 7, size=400)
+    ece = expected_calibration_error(y, tensor)
+    assert float(ece) == pytest.approx(expected_calibration_error(y, host), abs=1e-12)
+    curve = reliability_curve(y, tensor)
+    for got, want in zip(curve, reliability_curve(y, host), strict=True):
+        np.testing.assert_allclose(np.asarray(got, dtype=float), want, atol=1e-12)

@@ -160,7 +160,13 @@ def _check_rows(row_sums, negative, n_classes, name, precision, logits_fix):
 
 
 def check_proba(
-    proba, *, name="proba", min_classes=2, logits_fix=_LOGITS_FIX, lazy=False
+    proba,
+    *,
+    name="proba",
+    min_classes=2,
+    logits_fix=_LOGITS_FIX,
+    lazy=False,
+    precision=None,
 ):
     """Validate a matrix of class probabilities, one row per sample.
 
@@ -182,6 +188,11 @@ def check_proba(
         ``dask.compute``). Other arrays are checked now. A Dask array whose
         chunk sizes are unknown (boolean filtering) costs one more pass, to
         learn them, either way (:func:`~skprior._utils._array_api.known_rows`).
+    precision : dtype or "bfloat16", default=None
+        The dtype whose rounding the row sums carry, for an array already
+        converted from a coarser one (each block of a lazy check, or a
+        caller's float16 made float64), which would else be held to the
+        tolerance of its new dtype. None takes it from ``proba``.
 
     Returns
     -------
@@ -199,17 +210,17 @@ def check_proba(
     xp, is_numpy = get_namespace(proba)
     if is_numpy:
         arr = _as_proba_array(proba, name, min_classes)
-        row_sums = row_sums_of(arr)
     else:
         _check_proba_shape(proba.shape, name, min_classes)
         arr = as_float(xp, proba, name)
         if is_dask(xp):  # (unknown sizes computed: NaN rows otherwise)
             arr = known_rows(arr, merge=not lazy)
             _check_proba_shape(arr.shape, name, min_classes)
-        if lazy and is_dask(xp):
-            return checked_lazily(arr, check_proba, name)
-        row_sums = xp.sum(arr, axis=1)
-    precision = _precision_dtype(proba, arr)
+    if precision is None:  # (taken now: float16 input became float64 above)
+        precision = _precision_dtype(proba, arr)
+    if lazy and is_dask(xp):
+        return checked_lazily(arr, check_proba, name, precision=precision)
+    row_sums = row_sums_of(arr) if is_numpy else xp.sum(arr, axis=1)
     # NaN and inf make the row sum non-finite: the reductions find them too.
     finite, smallest, off = to_host(
         xp, xp.all(xp.isfinite(row_sums)), xp.min(arr), xp.max(xp.abs(row_sums - 1))

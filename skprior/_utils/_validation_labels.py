@@ -21,7 +21,7 @@ from skprior._utils._array_api import (
     to_host,
     work_dtype,
 )
-from skprior._utils._validation import check_proba, warn_user
+from skprior._utils._validation import _precision_dtype, check_proba, warn_user
 from skprior._utils._validation_arrays import (
     _first,
     as_float,
@@ -296,7 +296,10 @@ def check_scored_proba(y_true, y_proba, labels, sample_weight):
         floating = xp.isdtype(proba.dtype, "real floating")
         positive = proba if floating else xp.astype(proba, xp.float64)
         proba = xp.stack([1 - positive, positive], axis=1)
-    proba = check_proba(proba, name="y_proba")
+    # (the tolerance of y_proba's own dtype: float16 became float64 above)
+    proba = check_proba(
+        proba, name="y_proba", precision=_precision_dtype(y_proba, proba)
+    )
     if len(y_true) != proba.shape[0]:
         raise ValueError(
             f"y_true has {len(y_true)} labels but y_proba has {proba.shape[0]} "
