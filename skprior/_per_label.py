@@ -19,6 +19,7 @@ from skprior._multilabel import (
 from skprior._utils._array_api import (
     get_namespace,
     is_dask,
+    known_rows,
     namespace_of,
     result_array,
     to_host,
@@ -78,6 +79,8 @@ def _split_data(value, name):
             f"{name} must hold real numbers, one column per label; got dtype "
             f"{value.dtype}."
         )
+    if is_dask(xp):  # (sizes unknown after filtering: NaN-long columns otherwise)
+        value = known_rows(value, merge=False)
     if value.shape[0] == 0:
         raise ValueError(
             f"{name} is empty (shape {tuple(value.shape)}): pass at least one row."
@@ -244,8 +247,9 @@ def per_label(func, *args, **kwargs):
     # (not validate_params: it would name per_label in func's own refusals)
     if not callable(func):
         raise TypeError(
-            f"per_label's first argument is the function to run per label, such "
-            f"as skprior.alternating_normalization; got {type(func).__name__}."
+            f"per_label's func (its first argument) must be the function to run "
+            f"per label, such as skprior.alternating_normalization; got "
+            f"{type(func).__name__}."
         )
     bound = inspect.signature(func).bind(*args, **kwargs)
     arguments = bound.arguments

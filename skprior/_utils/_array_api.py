@@ -304,7 +304,8 @@ def weighted_counts(index, weights, n_bins):
     None: counts). The standard has no scatter-add: NumPy, PyTorch, CuPy and
     JAX have a ``bincount`` (one pass on the device, where a one-hot sum over
     many bins costs ``n x n_bins``: 14 s for the ``K**2 = 10**6`` cells of a
-    confusion matrix of 10**6 rows on an H100); other libraries sum one-hot
+    confusion matrix of 10**6 rows on an H100), and so does a Dask array of
+    NumPy chunks, chunk by chunk (one compute); other libraries sum one-hot
     rows block by block (one Dask compute).
     """
     xp, is_numpy = get_namespace(index)
@@ -319,6 +320,8 @@ def weighted_counts(index, weights, n_bins):
         import jax.numpy as jnp
 
         counts = jnp.bincount(index, weights=weights, length=n_bins)
+    elif is_dask(xp) and isinstance(index._meta, np.ndarray):
+        counts = _chunk_bincounts(index, weights, n_bins)
     else:
         bins = xp.arange(n_bins, device=device_of(index))
         dtype = work_dtype(xp, device_of(index))  # (float32 without float64)
@@ -331,6 +334,34 @@ def weighted_counts(index, weights, n_bins):
 
         (counts,) = block_totals(xp, index.shape[0], n_bins, one_block)
     return np.asarray(to_host(xp, counts)[0], dtype=np.float64)
+
+
+def _chunk_bincounts(index, weights, n_bins):
+    """:func:`weighted_counts` of a Dask array of NumPy chunks, lazily summed.
+
+    Each chunk's ``np.bincount`` is one ``(1, n_bins)`` row: a one-hot sum
+    (Dask's blocks are whole chunks) held ``chunk rows x n_bins`` floats, a
+    peak of 3.6 GiB (0.2 GiB this way) for one 40,000-row chunk over the
+    ``10**4`` cells of a 100-class confusion matrix. Counts and sums of
+    integer weights are exact, as NumPy's.
+    """
+    import dask.array as da
+
+    def one_chunk(index, weights=None):
+        counts = np.bincount(index, weights=weights, minlength=n_bins)
+        return counts.astype(np.float64)[None, :]
+
+    # (the weights in the chunks of the index: one task per chunk of both)
+    arrays = (index,) if weights is None else (index, weights.rechunk(index.chunks))
+    rows = da.map_blocks(
+        one_chunk,
+        *arrays,
+        chunks=((1,) * index.numblocks[0], (n_bins,)),
+        new_axis=1,
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+    )
+    return rows.sum(axis=0)
 
 
 def entr(xp, x):
