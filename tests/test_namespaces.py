@@ -420,7 +420,7 @@ for _kind in ("top_label", "classwise"):
 _QUANTILE = r"strategy='quantile' sorts every confidence, which a Dask array cannot"
 DASK_REFUSALS = {
     "alternating_normalization-iterated": r"n_iter=3 on a Dask array needs a refer",
-    "alternating_normalization-reference": r"reference is a Dask array: CAN holds",
+    "alternating_normalization-reference": r"reference is a dask array but proba",
     "expected_calibration_error-quantile-classwise": _QUANTILE,
     "expected_calibration_error-quantile-top_label": _QUANTILE,
     "reliability_curve-quantile": _QUANTILE,

@@ -283,7 +283,7 @@ def alternating_normalization_counts(
     low-confidence rows (those corrected) and of confident reference rows
     (``None`` where not counted). The command line reports them.
     """
-    xp, is_numpy = get_namespace(proba, reference)
+    xp, is_numpy = get_namespace(proba)  # (the reference follows proba)
     if out is not None and not is_numpy:
         raise TypeError(
             "out= takes a NumPy array, for a NumPy batch; for arrays of other "
@@ -416,10 +416,14 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
     On the host for NumPy and Dask (where CAN holds it in memory), else on
     the device of ``proba``.
     """
-    if is_dask(xp) and _is_foreign(reference):
+    if (is_numpy or is_dask(xp)) and _is_foreign(reference):
+        library = type(reference).__module__.partition(".")[0]
+        fix = "reference.compute()" if library == "dask" else "np.asarray(reference)"
         raise ValueError(
-            "reference is a Dask array: CAN holds the reference in memory. Pass "
-            "it as a NumPy array (reference.compute()), or reference=None."
+            f"reference is a {library} array but proba is a "
+            f"{'Dask' if is_dask(xp) else 'NumPy'} one, and CAN then holds the "
+            f"reference in memory, on the host. Pass it as a NumPy array ({fix}), "
+            f"or reference=None."
         )
     name = "reference_weight"
     if is_numpy or is_dask(xp):

@@ -732,3 +732,20 @@ def test_bad_reference_weight_is_refused():
         alternating_normalization(
             reference, [0.2, 0.3, 0.5], k=2, reference_weight=np.ones(5)
         )
+
+
+def test_reference_of_another_library_than_a_numpy_batch():
+    """A NumPy batch with a torch reference is refused clearly (it failed
+    inside torch.sort); the other way round the reference follows the batch."""
+    torch = pytest.importorskip("torch")
+    proba = synthetic_proba(40, 3, seed=1)
+    reference = synthetic_proba(30, 3, seed=2)
+    with pytest.raises(ValueError, match=r"reference is a torch array but proba is"):
+        alternating_normalization(
+            proba, [0.2, 0.3, 0.5], reference=torch.tensor(reference)
+        )
+    result = alternating_normalization(
+        torch.tensor(proba), [0.2, 0.3, 0.5], reference=reference
+    )
+    want = alternating_normalization(proba, [0.2, 0.3, 0.5], reference=reference)
+    np.testing.assert_allclose(result.numpy(), want, rtol=0, atol=1e-12)
