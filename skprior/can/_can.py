@@ -283,7 +283,10 @@ def alternating_normalization_counts(
     low-confidence rows (those corrected) and of confident reference rows
     (``None`` where not counted). The command line reports them.
     """
-    xp, is_numpy = get_namespace(proba)  # (the reference follows proba)
+    # The batch's namespace; a reference of another library than a NumPy
+    # batch's is refused in _confident_reference, and two foreign libraries
+    # by get_namespace.
+    xp, is_numpy = get_namespace(proba, *([reference] if _is_foreign(proba) else []))
     if out is not None and not is_numpy:
         raise TypeError(
             "out= takes a NumPy array, for a NumPy batch; for arrays of other "
