@@ -434,10 +434,10 @@ def estimate_test_prior(
     prior, n_iter, n_passes, converged, objective = solve_prior(
         proba, train, concentration, start, solver, max_iter, tol, verbose
     )
-    if solver != "pga" and concentration == 0 and np.any(start == 0):
-        # (then classes at 0 are init's, which this warning is about)
-        _warn_if_pinned(_Problem(proba, train, 0.0, tol, solver), start, prior)
-    else:
+    pinned = solver != "pga" and concentration == 0 and np.any(start == 0)
+    # (classes that init holds at 0 against the data: that warning says why,
+    # not the one of a degenerate estimate)
+    if not (pinned and _warn_if_pinned(proba, train, tol, start, prior)):
         _warn_if_degenerate(proba, train, prior, method)
     if not converged:
         advice = (
@@ -462,15 +462,15 @@ def estimate_test_prior(
     )
 
 
-def _warn_if_pinned(problem, start, prior):
+def _warn_if_pinned(proba, train_prior, tol, start, prior):
     """Warn when classes that ``init`` puts at 0, where EM keeps them, would rise.
 
     At the MLE a class at 0 has likelihood gradient ``g_k <= 1``; above 1 the
     data pull it up, and the estimate is the constrained one, not the MLE.
-    One more pass, only when ``init`` has zeros.
+    One more pass, only when ``init`` has zeros. Returns whether it warned.
     """
-    gradient, _ = problem.evaluate(prior)
-    pulled = np.flatnonzero((start == 0) & (gradient > 1 + problem.tol))
+    gradient, _ = _Problem(proba, train_prior, 0.0, tol, "em").evaluate(prior)
+    pulled = np.flatnonzero((start == 0) & (gradient > 1 + tol))
     if len(pulled):
         warn_user(
             f"init is 0 for classes {pulled.tolist()}, and EM keeps a class at 0 "
@@ -479,6 +479,7 @@ def _warn_if_pinned(problem, start, prior):
             f"not the MLE. Pass an init that is positive on them, or "
             f"solver='pga'."
         )
+    return len(pulled) > 0
 
 
 def _warn_if_degenerate(proba, train_prior, prior, method):
