@@ -131,7 +131,9 @@ def label_shift_test(
     S^{+} (\bar p - \mu)`, :math:`S` the reference's covariance (its
     directions of ~0 variance, the sum-to-one one at least, left out: ``dof``
     of them remain), whose :math:`T^2 (m - d) / (d (m - 1))` is
-    :math:`F(d, m - d)`. It weighs the classes' correlations, which the
+    :math:`F(d, m - d)` (a batch whose mean moves along a direction left
+    out, such as a class no reference row gives mass to, is tested class by
+    class: :math:`T^2` cannot see it). It weighs the classes' correlations, which the
     class-by-class statistic ignores: against a weak model's correlated
     posteriors it finds more shifts (LeNet-5 on CIFAR-100, 5,000 reference
     and 1,000 batch rows: 28 of 100 mild shifts found, against 10). With
@@ -280,9 +282,11 @@ class ShiftGate:
                 return ShiftTest(float("nan"), float("nan"), 0, False)
             null = NoShiftReference.from_proba(proba, expected=self.expected)
             statistic, pvalue, dof = null.test(mean_posterior(proba), n_rows)
-        elif getattr(self, "whitening", None) is not None:  # (pickles before it)
+        elif getattr(self, "whitening", None) is not None and not moves_unseen(
+            mean := mean_posterior(proba), self.reference, self.whitening
+        ):  # (``getattr``: pickles before the whitening)
             statistic, pvalue, dof = hotelling(
-                mean_posterior(proba), n_rows, self.reference, self.whitening
+                mean, n_rows, self.reference, self.whitening
             )
         else:
             mean, variance, _ = weighted_moments(proba)
@@ -329,6 +333,24 @@ def whitening(proba, weights, reference):
     values, vectors = np.linalg.eigh(covariance / float(weights.sum()) * m / (m - 1))
     keep = values > _RANK_RTOL * max(values.max(), 0.0)
     return vectors[:, keep] / np.sqrt(values[keep])
+
+
+def moves_unseen(batch_mean, reference, whitening):
+    """Whether the batch's mean moves along a direction the reference never varies in.
+
+    Hotelling's statistic sees the gap ``batch_mean - mu`` only within the
+    span of ``whitening``; a class that no reference row gives mass to (a
+    tree's exact zeros, a class absent from the reference) is a direction
+    of zero variance, left out of it. A batch whose mean moves along such a
+    direction (beyond rounding) is then tested class by class, where the
+    batch's own variance enters (Hotelling's ``T^2`` would not see it).
+    """
+    gap = np.asarray(batch_mean, np.float64) - reference.expected
+    gap -= gap.mean()  # (along the sum-to-one direction: rounding only)
+    # (the columns of ``whitening`` are orthogonal: eigenvectors, scaled)
+    span = whitening / np.linalg.norm(whitening, axis=0)
+    outside = gap - span @ (span.T @ gap)
+    return bool(np.linalg.norm(outside) > 1e-9)
 
 
 def hotelling(batch_mean, n_rows, reference, whitening):

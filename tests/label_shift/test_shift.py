@@ -94,6 +94,29 @@ def test_hotelling_with_50_reference_rows_per_class(cifar10, n_reference, n_batc
     assert result.dof == dof == 9
 
 
+def test_a_class_the_reference_never_gives_mass_is_seen(cifar10):
+    """Hotelling's T^2 sees the gap only in the directions the reference
+    varies in: a class no reference row gives mass to (exact zeros) is left
+    out, and a batch moving onto it was declared unshifted (p = 0.7). Such a
+    batch is tested class by class, as with fewer reference rows."""
+    proba, _ = cifar10
+    reference = proba[:2000].astype(np.float64)
+    reference[:, 9] = 0.0
+    reference /= reference.sum(axis=1, keepdims=True)
+    batch = proba[5000:5300].astype(np.float64)  # (class 9 where it is)
+    result = label_shift_test(batch, reference)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (its tail: not here)
+        statistic, _, _ = naive_shift_test(
+            batch, reference.mean(axis=0), reference, 2000
+        )
+    assert result.statistic == pytest.approx(statistic, rel=1e-6)
+    assert result.shifted and result.pvalue < 1e-10
+    assert result.dof == 9  # (the classes that vary in the reference)
+    # (a batch within the reference's span is still Hotelling's, 8 dof left)
+    plain = label_shift_test(reference[:300], reference[300:])
+    assert plain.dof == 8 and not plain.shifted
+
+
 def test_statistic_against_the_formula_with_a_prior(cifar10):
     """One-dimensional reference: the batch's own variances and correlations."""
     proba, labels = cifar10
