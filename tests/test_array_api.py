@@ -25,6 +25,7 @@ from skprior import (
     fit_dirichlet_calibration,
     fit_temperature,
     fit_vector_scaling,
+    joint_confusion_matrix,
     softmax_dirichlet_calibration,
     softmax_temperature,
     softmax_vector_scaling,
@@ -471,6 +472,80 @@ def test_mixed_libraries_refused():
     with pytest.raises(TypeError, match="different libraries"):
         alternating_normalization(
             torch.asarray(proba), [0.5, 0.5], reference=strict.asarray(proba)
+        )
+
+
+def test_labels_and_weights_of_another_library_refused():
+    """Labels or weights of one library with data of another were internal
+    errors ("len() of unsized object", "Cannot interpret 'torch.int64'"):
+    refused, naming the argument and both libraries. NumPy labels and
+    weights are taken with any data."""
+    torch = pytest.importorskip("torch")
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    logits, y = rng.normal(size=(100, 3)), rng.integers(0, 3, 100)
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    cases = [
+        (
+            lambda: fit_temperature(torch.asarray(logits), da.from_array(y)),
+            "y is a dask",
+        ),
+        (
+            lambda: joint_confusion_matrix(torch.asarray(proba), da.from_array(y)),
+            "y is",
+        ),
+        (
+            lambda: fit_temperature(
+                torch.asarray(logits), y, sample_weight=da.ones(100, chunks=50)
+            ),
+            "sample_weight is a dask array and the data a torch",
+        ),
+        (
+            lambda: fit_temperature(
+                da.from_array(logits, chunks=50), y, sample_weight=torch.ones(100)
+            ),
+            "sample_weight is a torch",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            call()
+    expected = fit_temperature(logits, y, sample_weight=np.arange(100.0) + 1)
+    found = fit_temperature(
+        torch.asarray(logits), y, sample_weight=np.arange(100.0) + 1
+    )
+    assert float(found) == pytest.approx(float(expected), rel=1e-10)
+
+
+def test_stream_takes_batches_of_another_library():
+    """CumulativePrior's window (the last rows) follows a batch of another
+    library: torch after NumPy (or Dask) failed in torch.cat. Same estimate as
+    NumPy throughout, prior_ in the latest batch's library."""
+    torch = pytest.importorskip("torch")
+    da = pytest.importorskip("dask.array")
+    from skprior import CumulativePrior
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(400, 5)) * 2
+    proba = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    reference = CumulativePrior(np.full(5, 0.2), budget=150)
+    for batch in np.split(proba, 4):
+        reference.update(batch)
+    to = {
+        "numpy": np.asarray,
+        "torch": torch.asarray,
+        "dask": lambda a: da.from_array(a, chunks=50),
+    }
+    for order in (
+        ["numpy", "torch", "dask", "torch"],
+        ["dask", "torch", "numpy", "dask"],
+    ):
+        tracker = CumulativePrior(np.full(5, 0.2), budget=150)
+        for name, batch in zip(order, np.split(proba, 4), strict=True):
+            tracker.update(to[name](batch))
+        assert type(tracker.prior_).__module__.startswith(order[-1])
+        np.testing.assert_allclose(
+            np.asarray(tracker.prior_), reference.prior_, rtol=1e-10
         )
 
 

@@ -48,7 +48,7 @@ def check_class_indices(y, n_samples, n_classes, *, name="logits", like=None):
     xp = None if like is None else namespace_of(like)
     # (the shape is checked before the labels are put in rows of ``like``: a
     # Dask rechunk to rows of another length would fail with its own message)
-    if xp is not None and namespace_of(y) is not None:
+    if xp is not None and _same_library(y, like, "y", name) is not None:
         if y.ndim == 1 and y.shape[0] == n_samples:
             y = per_row(xp, y, like)
             integral = xp.isdtype(y.dtype, "integral")
@@ -147,6 +147,24 @@ def label_frequencies(y_index, n_classes, sample_weight=None):
     return counts / total
 
 
+def _same_library(values, like, name, like_name):
+    """The namespace of ``values`` (None for host values).
+
+    Refused when it is another library's than ``like``'s (a torch tensor of
+    logits with Dask labels: each library's operations fail on the other's
+    arrays).
+    """
+    xp = namespace_of(values)
+    if xp is not None and xp is not namespace_of(like):
+        raise TypeError(
+            f"{name} is a {type(values).__module__.partition('.')[0]} array and "
+            f"{like_name} a {type(like).__module__.partition('.')[0]} array: pass "
+            f"{name} as an array of the same library as {like_name}, or as a "
+            f"NumPy array."
+        )
+    return xp
+
+
 def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=None):
     """Validate weights: one finite, non-negative float per sample, sum > 0.
 
@@ -162,7 +180,8 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
         if sample_weight is None:  # (for Dask, chunked as the rows of like)
             rows = {"chunks": (like.chunks[0],)} if is_dask(xp) else {}
             return xp.ones(n_samples, dtype=dtype, device=device_of(like), **rows)
-        if namespace_of(sample_weight) is None:  # (host weights: checked here)
+        if _same_library(sample_weight, like, name, "the data") is None:
+            # (host weights: checked here)
             weights = check_sample_weight(sample_weight, n_samples, name=name)
             return per_row(xp, weights, like, dtype=dtype)
         weights = as_float(xp, sample_weight, name)

@@ -30,6 +30,7 @@ from skprior._utils._array_api import (
     get_namespace,
     is_dask,
     logsumexp,
+    to_host,
     work_dtype,
 )
 from skprior._utils._constraints import constraints
@@ -273,7 +274,15 @@ class CumulativePrior:
             )
         rows = xp.astype(proba, work_dtype(xp, device_of(proba)))
         if self._window is not None:
-            rows = xp.concat([self._window, rows], axis=0)
+            window, (window_xp, _) = self._window, get_namespace(self._window)
+            if window_xp is not xp:  # (a batch of another library: the window,
+                # at most ``budget`` rows, follows it)
+                window = xp.asarray(
+                    to_host(window_xp, window)[0],
+                    device=device_of(proba),
+                    dtype=rows.dtype,
+                )
+            rows = xp.concat([window, rows], axis=0)
         self.n_seen_ += proba.shape[0]
         concentration = self.dirichlet_alpha - 1.0
         if self.n_folded_ == 0:
