@@ -1015,3 +1015,22 @@ def test_the_table_covers_every_public_function():
     public = set(skprior.__all__) | set(skprior.metrics.__all__)
     public -= {"PriorEstimate", "ShiftTest"}  # result types, not entry points
     assert public <= covered, sorted(public - covered)
+
+
+@pytest.mark.parametrize("wrapper", [CANClassifier, PriorAdaptedClassifier])
+def test_fit_labels_lacking_a_class_say_so(wrapper):
+    """Fit data without rows of a class the model predicts: the training prior
+    learned from y is 0 there. The message said "train_prior is 0" to a user
+    who passed no train_prior; it now names the missing class in y."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    X = rng.normal(size=(300, 3)) + y[:, None]
+    model = LogisticRegression().fit(X, y)
+    keep = y != 2
+    with pytest.raises(ValueError, match=r"y has no rows of the classes \[2\]"):
+        wrapper(model).fit(X[keep], y[keep])
+    with pytest.raises(ValueError, match=r"train_prior is 0 for the classes \[2\]"):
+        wrapper(model, train_prior=[0.5, 0.5, 0.0]).fit(X[keep], y[keep])
+    weights = (y != 2).astype(float)  # (the class there, with weight 0)
+    with pytest.raises(ValueError, match="or only rows of weight 0"):
+        wrapper(model).fit(X, y, sample_weight=weights)

@@ -360,12 +360,16 @@ def prior_length(prior, name="prior"):
 _SMALLEST_TRAIN_PRIOR = 1e-300
 
 
-def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
+def check_train_prior(
+    prior, n_classes, *, name="train_prior", classes=None, from_labels=False
+):
     """:func:`check_prior` for a training prior, which must be positive.
 
     Every method divides by the training prior (``p(c|x) / q_c``), so a class
     with ``q_c = 0`` is refused with the fix: the prior the model was trained
-    with, where every class it predicts had examples.
+    with, where every class it predicts had examples. ``from_labels``: the
+    prior is the class frequencies of a wrapper's ``fit`` labels, and a 0 is
+    a class they lack, which the message says.
     """
     prior = check_prior(prior, n_classes, name=name, classes=classes)
     # (below 1e-300, p / q_c and its sums over the classes overflow)
@@ -379,6 +383,15 @@ def check_train_prior(prior, n_classes, *, name="train_prior", classes=None):
         where = "classes" if classes is not None else "classes at positions"
         if len(zero) > 10:  # (thousands of classes: a readable message)
             zero = f"{zero[:10]} and {len(zero) - 10} more"
+        if from_labels:
+            raise ValueError(
+                f"y has no rows of the {where} {zero} (or only rows of weight "
+                f"0), and the training prior that fit learns from y's class "
+                f"frequencies is 0 there; the methods divide the posteriors by "
+                f"it (p(c|x) / q_c). Fit on data holding every class the model "
+                f"predicts, or pass train_prior= (the prior the model was "
+                f"trained with)."
+            )
         raise ValueError(
             f"{name} is {prior[tiny][0]:.3g} for the {where} {zero}: the methods "
             f"divide the posteriors by it (p(c|x) / q_c), so it must be positive "

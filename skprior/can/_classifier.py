@@ -150,7 +150,12 @@ class CANClassifier(BasePriorClassifier):
 
     def _fit_post_hoc(self, X, y_index, sample_weight):
         self._check_n_classes(len(self.classes_))
-        check_train_prior(self.train_prior_, len(self.classes_), classes=self.classes_)
+        check_train_prior(
+            self.train_prior_,
+            len(self.classes_),
+            classes=self.classes_,
+            from_labels=self.train_prior is None,
+        )
         if self.reference == "fit":
             self.reference_proba_ = self._inner_proba(X)
             self.reference_weight_ = sample_weight

@@ -350,7 +350,12 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                     proba, source="mean_posterior", sample_weight=sample_weight
                 )
             )
-        check_train_prior(self.train_prior_, n_classes, classes=self.classes_)
+        check_train_prior(
+            self.train_prior_,
+            n_classes,
+            classes=self.classes_,
+            from_labels=self.train_prior is None and self.source_prior == "labels",
+        )
 
         if self.test_prior is not None and self.method != "known":
             warn_user(

@@ -178,7 +178,10 @@ def rlls_test_prior(proba, confusion, *, reg=DEFAULT_RLLS_REG):
         afterwards); large values give the held-out prior (no shift).
         ``"auto"``: :math:`\Delta = \sigma_{\min}(C)\sqrt{\log(2K/\delta)/n}`
         with :math:`n` the batch size, :math:`K` the number of classes and
-        :math:`\delta = 0.05`; see the notes.
+        :math:`\delta = 0.05`; see the notes. A singular :math:`C` (a class
+        never predicted on the held-out data: a zero row) has
+        :math:`\sigma_{\min}(C) = 0`, so ``"auto"`` is 0 there; pass a float
+        to shrink such an estimate.
 
     Returns
     -------

@@ -132,9 +132,8 @@ class _Problem:
         # log-likelihood, so a tolerance below 1e-6 and the line search of PGA
         # on that likelihood keep float64 passes, and so does an input of one
         # block, whose estimate then equals that of every namespace to
-        # rounding (iteration counts included), at a cost of microseconds.
-        # A Dask array of NumPy chunks is read chunk by chunk by the NumPy
-        # pass, in the dtype NumPy's would use (see ``_pass_dask``).
+        # rounding (iteration counts included), at a cost of microseconds. A
+        # Dask array of NumPy chunks is read chunk by chunk by the NumPy pass.
         self.numpy_chunks = is_dask(self.xp) and isinstance(proba._meta, np.ndarray)
         if self.numpy_chunks:
             self.proba = proba = coarse_chunks(proba)
@@ -162,7 +161,8 @@ class _Problem:
         if self.verbose >= 2:  # (scikit-learn's convention: print, per step)
             value = self.objective(prior, float(log_d))
             print(f"pass {self.n_passes}: objective {value:.10g}", flush=True)
-        return gradient / self.train_prior / self.n_samples, float(log_d)
+        with np.errstate(over="ignore"):  # (a class at 0 under one-hot rows: inf)
+            return gradient / self.train_prior / self.n_samples, float(log_d)
 
     def em_map(self, prior, gradient):
         """The (MAP) EM update from the gradient at ``prior``: no extra pass."""

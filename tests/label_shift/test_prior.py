@@ -1009,3 +1009,25 @@ def test_map_warnings_do_not_advise_map():
         assert ("vertex" in messages[0]) == vertex
         for message in messages:
             assert ("method='map'" in message) == (method == "mle")
+
+
+def test_pga_on_exact_zeros_is_silent():
+    """k-NN posteriors (exact zeros) with a class nearly absent: the projected
+    gradient puts that class at 0 under its one-hot rows, where the gradient
+    is infinite, and warned "overflow encountered in divide" at each such
+    step although the estimate is right (it matches SQUAREM's)."""
+    from sklearn.datasets import load_digits
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = load_digits(return_X_y=True)
+    model = KNeighborsClassifier(5).fit(X[::2], y[::2])
+    test, labels = X[1::2], y[1::2]
+    keep = np.r_[np.flatnonzero(labels != 9), np.flatnonzero(labels == 9)[:2]]
+    proba = model.predict_proba(test[keep])
+    q = np.bincount(y[::2]) / len(y[::2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = estimate_test_prior(proba, q, solver="pga")
+    exact = estimate_test_prior(proba, q, solver="squarem", tol=1e-10)
+    assert found.converged
+    np.testing.assert_allclose(found.prior, exact.prior, atol=1e-6)
