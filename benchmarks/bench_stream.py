@@ -20,7 +20,7 @@ Bai et al., 2022, and Baby et al., 2023):
   ``FTH (BBSE)`` and ``FLH-FTL (BBSE)`` on the batch's unclipped BBSE estimate;
   ``PAC <online>``: ``PriorAdaptedClassifier``'s stream (``update_prior``,
   the prior ``predict_proba_online`` uses) with its defaults and that
-  ``online`` (``cumulative`` is the default).
+  ``online`` (``aggregate`` is the default).
 * Reported per model, batch size and process, averaged over rounds and
   ``--seeds``: accuracy (%), its share of the oracle's gain ((acc -
   unadapted) / (oracle - unadapted)), and the log-loss against the unadapted
@@ -39,8 +39,8 @@ Bai et al., 2022, and Baby et al., 2023):
 
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_stream.py``. The defaults (6
 models x 5 processes x 3 seeds x 500 rounds, batches of 10 rows, the default
-stream ``PAC cumulative``) keep a run near 10 minutes on 2 loaded cores; the
-full protocol adds ``--batches 1 10 50 --online cumulative fth flh-ftl``
+stream ``PAC aggregate``) keep a run near 10 minutes on 2 loaded cores; the
+full protocol adds ``--batches 1 10 50 --online aggregate cumulative fth flh-ftl``
 (each wrapper stream costs 4-9 ms a round, each window 1-2 ms). ``--quick``:
 one model, one seed, 200 rounds; ``--json PATH``: every figure; ``--eta``:
 FLH-FTL (BBSE) at further learning rates.

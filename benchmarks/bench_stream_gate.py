@@ -51,6 +51,54 @@ from _stream_protocol import (  # noqa: E402
 from skprior import AggregatingPrior  # noqa: E402
 from skprior.label_shift import _online  # noqa: E402
 
+_DEFAULT = object()  # (a variant that leaves the tracker's smoothing as it is)
+
+
+class _VariantTracker(AggregatingPrior):
+    """``AggregatingPrior`` at the smoothing of the variant being updated.
+
+    The stream state builds its tracker at ``reset_prior`` and again when the
+    monitor dates a shift "recent" (a restart mid-stream), each time from the
+    class it finds in ``_online``: this one, whose ``predictive_concentration``
+    is the current variant's, so that a restarted tracker keeps it.
+    """
+
+    smoothing = _DEFAULT
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if _VariantTracker.smoothing is not _DEFAULT:
+            self.predictive_concentration = _VariantTracker.smoothing
+
+
+_online.AggregatingPrior = _VariantTracker
+
+
+class Variant(Wrapper):
+    """The default stream with a variant's bets, odds and smoothing.
+
+    The settings are module globals and a class attribute, read whenever the
+    stream state is (re)built: they are set before each of this variant's
+    calls, since the variants' streams run interleaved.
+    """
+
+    def __init__(self, setup, share, odds, smoothing):
+        self.settings = share, odds, smoothing
+        self.apply()
+        super().__init__(setup, "aggregate")
+
+    def apply(self):
+        share, odds, smoothing = self.settings
+        _online.BET_SHARE, _online.SHIFT_ODDS = share, odds
+        _VariantTracker.smoothing = smoothing
+
+    def update(self, proba, rows):
+        self.apply()
+        super().update(proba, rows)
+        tracker = self.est._stream.tracker
+        if self.settings[2] is not _DEFAULT:  # (a restart keeps the smoothing)
+            assert tracker.predictive_concentration == self.settings[2]
+
 
 def mean_se(x, digits=3):
     return f"{x.mean():+.{digits}f} +- {x.std(ddof=1) / np.sqrt(len(x)):.{digits}f}"
@@ -98,6 +146,13 @@ def main():
         name, setting = item.split("=")
         share, _, rest = setting.partition(":")
         odds, _, smoothing = rest.partition(":")  # (smoothing "": the default)
+        smoothing = (
+            _DEFAULT
+            if not smoothing
+            else None
+            if smoothing == "None"
+            else float(smoothing)
+        )
         variants[name] = (float(share), float(odds or _online.SHIFT_ODDS), smoothing)
     out = {}
     for model in args.models:
@@ -113,15 +168,9 @@ def main():
                 path = prior_path(process, args.rounds, mu1, mu2, setup.fit_prior, rng)
                 rows = setup.draw(path, args.batch, rng)
                 methods = {}
-                for name, (share, odds, smoothing) in variants.items():
-                    # (read by each stream's state when reset_prior builds it)
-                    _online.BET_SHARE, _online.SHIFT_ODDS = share, odds
+                for name, settings in variants.items():
                     setup.fitted = fitted[name]
-                    methods[name] = Wrapper(setup, "aggregate")
-                    if smoothing:  # (read by the tracker at each update)
-                        methods[name].est._stream.tracker.predictive_concentration = (
-                            None if smoothing == "None" else float(smoothing)
-                        )
+                    methods[name] = Variant(setup, *settings)
                 if "ungated" in args.extra:
                     methods["ungated"] = Tracker(AggregatingPrior(setup.q), setup)
                 for size in (50, 100, 200, 400):
