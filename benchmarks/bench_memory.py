@@ -104,7 +104,12 @@ def main():
             (proba, uniform),
             {"tau": 0.5, "n_iter": 3},
         ),
-        ("estimate_test_prior(solver='em')", estimate_test_prior, (proba, uniform), {}),
+        (
+            "estimate_test_prior(solver='em')",
+            estimate_test_prior,
+            (proba, uniform),
+            {"solver": "em"},
+        ),
         (
             "estimate_test_prior(solver='squarem')",
             estimate_test_prior,

@@ -126,7 +126,9 @@ def run(proba_path, label_path, output_path, em_iter, squarem_iter, steps, name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # EM stopped after em_iter steps
             em, seconds = timed(
-                lambda: estimate_test_prior(proba, train, max_iter=em_iter, tol=1e-8)
+                lambda: estimate_test_prior(
+                    proba, train, solver="em", max_iter=em_iter, tol=1e-8
+                )
             )
         # passes: the validation (one compute) and one per E-step
         record(em_s=seconds, em_passes=em.n_passes + 1)
