@@ -3,10 +3,10 @@
 Part 1 runs the same maximum-likelihood EM (Saerens et al., 2002) with
 skprior's ``estimate_test_prior`` and with QuaPy's ``EMQ.EM`` (used as a black
 box, through its public static method) on the same posteriors, training prior
-and tolerance, checks that the estimates agree, and times both (median of
-several repeats). skprior is timed twice: the estimate alone, and the estimate
-followed by ``adjust_to_prior`` (QuaPy's ``EM`` returns the adjusted posteriors
-too).
+and tolerance, checks that the estimates agree, and times both (the best of
+several repeats, as ``timeit`` advises on a shared machine). skprior is timed
+twice: the estimate alone, and the estimate followed by ``adjust_to_prior``
+(QuaPy's ``EM`` returns the adjusted posteriors too).
 
 Tolerances: skprior stops when one EM step moves the prior by at most ``tol``
 in L1 norm. QuaPy's ``epsilon`` is "the threshold difference between two
