@@ -49,12 +49,15 @@ class Rows:
 
     def __init__(self, xp, is_numpy, values, y, weights, shift=False, index=None):
         self.xp, self.is_numpy, self.values = xp, is_numpy, values
-        self.y, self.weights, self.index, self.shift = y, weights, index, shift
+        self.y, self.weights, self.index = y, weights, index
         self.device = None if is_numpy else device_of(values)
         self.dtype = np.float64 if is_numpy else work_dtype(xp, self.device)
         n_rows = values.shape[0] if index is None else index.shape[0]
         self.shape = (n_rows, values.shape[1])
-        self.top = xp.astype(xp.max(values, axis=1), self.dtype) if shift else None
+        self.shift, self.top = False, None
+        if shift:  # (the maxima of the selected rows, block by block)
+            self.top = self.per_row(lambda rows, d: (xp.max(d, axis=1),))[0]
+            self.shift = True
 
     def block(self, rows):
         """Rows ``rows`` (a slice) in the working dtype (a new array if shifted)."""
@@ -120,7 +123,8 @@ class Rows:
         """``values[i, y_i]`` (shifted if the rows are) of every row."""
         if not self.is_numpy:
             return self.per_row(lambda rows, d: (self.take_true(rows, d),))[0]
-        z = self.values[np.arange(self.shape[0]), self.y].astype(np.float64)
+        picked = np.arange(self.shape[0]) if self.index is None else self.index
+        z = self.values[picked, self.y].astype(np.float64)
         return z if self.top is None else z - self.top
 
     def class_totals(self):

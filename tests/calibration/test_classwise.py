@@ -596,3 +596,34 @@ def test_no_bias_vector_scaling_of_constant_rows_keeps_finite_factors():
         warnings.simplefilter("error", RuntimeWarning)
         weights, _ = fit_vector_scaling(np.zeros((30, 3)), y, bias=False)
     np.testing.assert_array_equal(weights, np.ones(3))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dirichlet_on_logits_of_1e4_reaches_the_naive_minimum(seed):
+    """From W = I the softmax of logits of 1e4 is one-hot and the curvature
+    that preconditions L-BFGS degenerate: the fit stopped at several times
+    the minimum (worse than the uniform map), reporting success. It starts
+    from temperature scaling (W = I / T) and reaches the minimum of the
+    written-out objective."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, 120)
+    y[:4] = np.arange(4)
+    logits = 1e4 * (rng.normal(size=(120, 4)) + np.eye(4)[y])
+    weights = np.ones(120)
+    matrix, bias = fit_dirichlet_calibration(logits, y, reg_lambda=0.01, reg_mu=0.01)
+
+    def reference(params):
+        return naive_dirichlet_objective(
+            logits, y, params[:16].reshape(4, 4), params[16:], 0.01, 0.01, weights
+        )
+
+    best = min(
+        (
+            minimize(reference, start, method="BFGS", options={"gtol": 1e-8})
+            for start in (np.zeros(20), np.r_[np.eye(4).ravel() * 0.01, np.zeros(4)])
+        ),
+        key=lambda result: result.fun,
+    )
+    ours = reference(np.concatenate([matrix.ravel(), bias]))
+    assert ours < np.log(4)  # (the uniform map's)
+    assert ours == pytest.approx(best.fun, abs=1e-6)
