@@ -120,6 +120,23 @@ def test_unpenalised_dirichlet_on_a_tiny_fit_set_warns():
         fit_dirichlet_calibration(logits, y, reg_lambda=0.0, reg_mu=0.0)
 
 
+def test_weakly_penalised_dirichlet_counts_its_entries_as_free():
+    """A penalty per entry weaker than one sample's share of the mean loss
+    (lambda / (K (K - 1)) < 1 / n) constrains nothing: lambda = 1e-3 at K = 10
+    on 200 rows over-fits as lambda = 0 does, and warned of 10 parameters only
+    where it was silent. 109 counted now; a penalty that weighs (lambda = 100)
+    leaves the diagonal alone, 10 parameters on 200 rows: no warning."""
+    rng = np.random.default_rng(0)
+    y = np.tile(np.arange(10), 20)
+    logits = 1.5 * np.eye(10)[y] + rng.normal(size=(200, 10))
+    for reg in (1e-3, 0.01):
+        with pytest.warns(UserWarning, match="fits 109 free parameters on 200"):
+            fit_dirichlet_calibration(logits, y, reg_lambda=reg, reg_mu=reg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_dirichlet_calibration(logits, y, reg_lambda=100.0, reg_mu=100.0)
+
+
 def test_estimator_warns_on_a_tiny_calibration_set():
     """TemperatureCalibratedClassifier(method='vs') passes the warning on."""
     rng = np.random.default_rng(3)
