@@ -11,6 +11,7 @@ traceback and exit code 1 (a bug).
 
 import contextlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -364,12 +365,59 @@ def _drop_stdout():
     os.close(devnull)
 
 
-def run(args):
-    """Run the parsed command; return its exit code (0, 1, 2 or 130)."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``timeout``, Slurm, ``docker stop``, ``kill``).
+
+    Raised by the signal's handler in the main thread, so that the cleanup a
+    Ctrl-C runs (the hidden partial files of an unfinished output) runs too;
+    without it the process died at once and left them.
+    """
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminations_interrupt():
+    """SIGTERM and SIGHUP raise :class:`Terminated` within the block (main thread)."""
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
     try:
-        code = _run(args)
+        before = {
+            name: signal.signal(getattr(signal, name), _raise_terminated)
+            for name in names
+        }
+    except ValueError:  # (not the main thread: leave the handlers alone)
+        before = {}
+    try:
+        yield
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def run(args):
+    """Run the parsed command; return its exit code (0, 1, 2, 130 or 128 + signal)."""
+    try:
+        with _terminations_interrupt():
+            code = _run(args)
         sys.stdout.flush()  # (a full stdout fails here, not silently at exit)
         return code
+    except Terminated as exc:
+        print(f"skprior {args.command}: terminated", file=sys.stderr)
+        return 128 + exc.signum
+    except MemoryError:
+        print(
+            f"skprior {args.command}: error: not enough memory to run it on these "
+            f"inputs in memory; pass --out-of-core (a .npy OUTPUTS is then read "
+            f"block by block), or run it on a machine with more memory.",
+            file=sys.stderr,
+        )
+        return 2
     except InputError as exc:
         message = " ".join(str(exc).split())  # one line, whatever numpy said
         print(f"skprior {args.command}: error: {message}", file=sys.stderr)

@@ -271,3 +271,39 @@ def test_output_zarr_holding_an_input_is_refused(folder, capsys):
         capsys, "can", folder / "p.npy", "--prior", "1,1,1,1", "-o", folder
     )
     assert code == 2 and "would destroy" not in err and "unknown file type" in err
+
+
+def test_sigterm_cleans_up_like_ctrl_c(folder, capsys, monkeypatch):
+    """SIGTERM (timeout, Slurm, docker stop) during a write: the hidden partial
+    file is removed as on Ctrl-C, "terminated", exit 128 + 15 (the process
+    died at once and left a partial file the size of the output)."""
+    import signal
+
+    from skprior._utils import _npy_blocks
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("the handler raises first")  # pragma: no cover
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(np.lib.format, "write_array", killed)
+    monkeypatch.setattr(_npy_blocks.NpyRowWriter, "__setitem__", killed)
+    for extra in IN_MEMORY:
+        argv = ["can", folder / "p.npy", "--prior", "1,1,1,1", *extra]
+        code, _, err = run(capsys, *argv, "-o", folder / "new.npy")
+        assert code == 128 + signal.SIGTERM and "terminated" in err
+        assert sorted(p.name for p in folder.iterdir()) == ["p.npy", "y.npy", "z.npy"]
+    assert signal.getsignal(signal.SIGTERM) is before  # (restored)
+
+
+def test_memory_error_is_one_clear_line(folder, capsys, monkeypatch):
+    """Out of memory in memory is not "a bug": one line that names
+    --out-of-core, exit 2."""
+    from skprior._cli import _commands
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(_commands, "_run", no_memory)
+    code, _, err = run(capsys, "can", folder / "p.npy", "--prior", "1,1,1,1")
+    assert code == 2 and "--out-of-core" in err and "Traceback" not in err
