@@ -47,6 +47,12 @@ def numeric_matrix(array, where):
     return array
 
 
+# Rows of probabilities written as text with a few decimals (df.round(4),
+# float_format="%.6f") sum to 1 only within the rounding: up to this far off,
+# each is divided by its sum, with a note.
+ROUNDED_ROW_SUM = 1e-2
+
+
 def refuse_probabilities(array, where):
     """Refuse, under --logits, a file whose rows are probabilities.
 
@@ -56,7 +62,8 @@ def refuse_probabilities(array, where):
     to one is no accident for logits: the library's own test
     (``warn_if_probabilities``), with float16's looser sums.
     """
-    tolerance = 1e-3 if array.dtype == np.float16 else 1e-4
+    _refuse_percentages(array, where)
+    tolerance = ROUNDED_ROW_SUM  # (rounded probabilities too)
     if (
         array.min() >= 0
         and array.max() <= 1
@@ -68,6 +75,41 @@ def refuse_probabilities(array, where):
             f"command holds logits. Drop --logits if every file holds "
             f"probabilities, or save this one as logits: numpy.log(proba)."
         )
+
+
+def _refuse_percentages(array, where):
+    """Refuse rows of percentages (entries in [0, 100], every row summing to 100)."""
+    sums = array.sum(axis=1, dtype=np.float64)
+    if (
+        array.size
+        and array.min() >= 0
+        and np.abs(sums - 100).max() <= 100 * ROUNDED_ROW_SUM
+    ):
+        raise InputError(
+            f"{where}: every row sums to 100 (percentages); write probabilities "
+            f"(each row divided by 100) and run the command on them."
+        )
+
+
+def _renormalise_rounded(array, where, note):
+    """Text probabilities rounded to a few decimals, each row divided by its sum.
+
+    Only rows within ``ROUNDED_ROW_SUM`` of 1, of entries in [0, 1]: anything
+    further off is left to ``check_proba``'s error.
+    """
+    from skprior._utils._validation import _row_sum_tolerance
+
+    if not array.size or array.min() < 0 or array.max() > 1:
+        return array
+    sums = array.sum(axis=1, dtype=np.float64)
+    off = float(np.abs(sums - 1).max())
+    if off <= _row_sum_tolerance(array.dtype, array.shape[1]) or off > ROUNDED_ROW_SUM:
+        return array
+    note(
+        f"{where}: the rows sum to 1 only within {off:.2g} (probabilities rounded "
+        f"when written as text); each row is divided by its sum"
+    )
+    return array / sums[:, None]
 
 
 def _finite_logits(array, where, dtype=np.float64):
@@ -110,6 +152,10 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
     if logits:
         refuse_probabilities(array, where)
         array = _softmax_in_place(_finite_logits(array, where, logits_dtype(array)))
+    else:
+        _refuse_percentages(array, where)
+        if Path(path).suffix.lower() in TEXT_SUFFIXES:
+            array = _renormalise_rounded(array, where, note)
     try:
         proba = check_proba(array, name=where, logits_fix="pass --logits")
     except ValueError as exc:

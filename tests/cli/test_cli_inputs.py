@@ -512,3 +512,32 @@ def test_training_labels_csv_header_is_reported(folder, capsys, monkeypatch, nam
     assert code == 0, err
     expected = "read as a header" if "with_header" in name else "read as a label"
     assert expected in err
+
+
+def test_rounded_text_probabilities_are_renormalised(folder, capsys, tmp_path):
+    """Probabilities written with 4 or 6 decimals (df.round(4), "%.6f") sum to
+    1 only within the rounding: they were refused with the advice to pass
+    --logits, which then took the softmax of probabilities (exit 0, ECE 0.69
+    for 0.06). Each row is divided by its sum, with a note; under --logits
+    they are refused as probabilities; percentages are refused as such."""
+    proba = np.load(folder / "good.npy")
+    np.savetxt(tmp_path / "r4.csv", proba, delimiter=",", fmt="%.4f")
+    np.savetxt(tmp_path / "r6.csv", proba, delimiter=",", fmt="%.6f")
+    np.savetxt(tmp_path / "pct.csv", 100 * proba, delimiter=",", fmt="%.2f")
+    identity = ["--method", "known", "--test-prior", PRIOR, "--prior", PRIOR]
+    for name, decimals in (("r4.csv", 4), ("r6.csv", 6)):
+        out = tmp_path / f"{name}.npy"
+        code = main(["adapt", tmp_path / name, *identity, "-o", out, "-q"])
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        assert "rounded when written as text" in err
+        got = np.load(out)
+        np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(got, proba, atol=K * 10.0**-decimals)
+        code = main(["adapt", tmp_path / name, *identity, "--logits", "-q"])
+        _, err = capsys.readouterr()
+        assert code == 2 and "holds probabilities" in err
+    for extra in ([], ["--logits"]):
+        code = main(["adapt", tmp_path / "pct.csv", *identity, *extra, "-q"])
+        _, err = capsys.readouterr()
+        assert code == 2 and "percentages" in err and "Traceback" not in err
