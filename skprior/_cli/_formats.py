@@ -216,12 +216,24 @@ def _header(numbered, where, delimiter):
                     f"separate them with commas (a decimal point, not a comma)."
                 )
         return "it holds no numbers"
-    if cells == [str(i) for i in range(len(cells))] and len(numbered) > 1:
+    counting = [[str(i + start) for i in range(len(cells))] for start in (0, 1)]
+    if cells in counting and len(numbered) > 1:
+        names = f"{cells[0]}..{cells[-1]}"
         rest = "\n".join(line for _, line in numbered[1:])
         if _NON_INTEGER.search(rest) and not _INTEGER_CELL.search(rest):
             return (
                 f"pandas' default column names 0..{len(cells) - 1}: the other "
                 f"lines are floats written with a point"
+                if cells[0] == "0"
+                else f"the column names {names} (class ids): the other lines are "
+                f"floats written with a point"
+            )
+        if len(cells) > 2:  # ("0,1" is a row of probabilities; "0,1,2" none)
+            raise InputError(
+                f"{where}: line {number} {line.strip()!r} looks like column names "
+                f"(the classes {names}), but the other lines hold integers too, "
+                f"so it could be data: remove that line (write the file with "
+                f"header=False), or mark it as a comment with '#'."
             )
     return None
 

@@ -453,6 +453,10 @@ def _tricky_files(folder, proba, labels):
     pd.DataFrame(proba, columns=[f"p{i}" for i in range(K)]).to_csv(
         folder / "named.csv", index=False
     )
+    names["class_ids.csv"] = ("outputs", ["'1,2,3,4,5,6,7,8,9,10' read as a header"])
+    pd.DataFrame(proba, columns=range(1, K + 1)).to_csv(
+        folder / "class_ids.csv", index=False
+    )
     names["pandas_logits.csv"] = ("logits", ["read as a header"])
     pd.DataFrame(np.log(proba)).to_csv(folder / "pandas_logits.csv", index=False)
     names["savetxt_header.csv"] = ("outputs", ["skipped 1 comment line(s)"])
@@ -541,3 +545,17 @@ def test_rounded_text_probabilities_are_renormalised(folder, capsys, tmp_path):
         code = main(["adapt", tmp_path / "pct.csv", *identity, *extra, "-q"])
         _, err = capsys.readouterr()
         assert code == 2 and "percentages" in err and "Traceback" not in err
+
+
+def test_class_id_header_over_integer_rows_is_refused(tmp_path, capsys):
+    """0..K-1 (or 1..K) over integer logits (a quantised model) could be column
+    names or a row of data: it was read as data, a sample too many (exit 0).
+    Refused with the fix; 0,1 (K = 2) stays a row of probabilities."""
+    rows = np.array([[-5, 1, 3], [2, 0, -1], [1, 1, 4]])
+    for start in (0, 1):
+        path = tmp_path / f"ints{start}.csv"
+        header = ",".join(str(start + k) for k in range(3))
+        path.write_text(header + "\n" + _csv(rows))
+        code = main(["can", path, "--logits", "--prior", "1,1,1", "-q"])
+        _, err = capsys.readouterr()
+        assert code == 2 and "could be data" in err and "header=False" in err
