@@ -25,6 +25,7 @@ from skprior._utils._validation import (
     check_class_count,
     check_confusion,
     check_proba,
+    warn_user,
 )
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior.label_shift._solvers import (
@@ -316,6 +317,25 @@ def joint_confusion_matrix(proba, y, *, sample_weight=None):
 # -- the solves, on the host ------------------------------------------------------
 
 
+def _warn_if_unseen(held_out_prior, method):
+    """Warn of classes without held-out rows (zero columns of ``C``).
+
+    Their column of ``C`` is 0, so nothing in the batch's predictions tells
+    their share: the estimate gives them what the solve leaves (0, or the
+    simplex projection's offset), whatever the batch holds.
+    """
+    unseen = np.flatnonzero(held_out_prior <= 0)
+    if unseen.size:
+        warn_user(
+            f"{method}: the classes at columns {unseen.tolist()[:10]} have no rows "
+            f"in the labelled held-out data behind the confusion matrix (zero "
+            f"columns), so their test prior cannot be estimated and is set "
+            f"arbitrarily (near 0). Build the confusion matrix from held-out data "
+            f"holding every class, or use estimate_test_prior (EM on the "
+            f"posteriors)."
+        )
+
+
 def bbse_from_frequencies(frequencies, confusion, projection="clip"):
     """Solve ``C w = mu`` (least squares) and map ``w * q_held_out`` to a prior.
 
@@ -332,6 +352,7 @@ def bbse_from_frequencies(frequencies, confusion, projection="clip"):
         _LARGE_K_ALTERNATIVE,
     )
     held_out_prior = confusion.sum(axis=0)
+    _warn_if_unseen(held_out_prior, "BBSE")
     with single_blas_thread():  # (see rlls_from_frequencies)
         weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
     if projection == "simplex":
@@ -459,6 +480,7 @@ def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
             log_term = np.log(2 * confusion.shape[0] / RLLS_DELTA)
             reg = float(sigma_min * np.sqrt(log_term / n_samples))
         held_out_prior = confusion.sum(axis=0)
+        _warn_if_unseen(held_out_prior, "RLLS")
         prior = rlls_weights(frequencies, confusion, reg) * held_out_prior
     total = prior.sum()
     return prior / total if total > 0 else held_out_prior / held_out_prior.sum()

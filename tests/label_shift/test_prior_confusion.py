@@ -10,6 +10,7 @@ least squares for ``reg = 0``.
 """
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -418,3 +419,22 @@ def test_many_classes_finish_quickly():
         ValueError, match="RLLS takes at most 1,000.*estimate_test_prior"
     ):
         rlls_test_prior(proba, confusion)
+
+
+@pytest.mark.parametrize("estimate", ["bbse", "rlls"])
+def test_class_missing_from_the_held_out_labels_warns(cifar10, estimate):
+    """A class without held-out rows is a zero column of C: nothing in the
+    batch's predictions tells its share, and BBSE / RLLS set it near 0 (0.006
+    for a true 0.10) silently. A warning names the class."""
+    proba, labels = cifar10
+    held_out = np.flatnonzero(labels[:5000] != 3)
+    confusion = joint_confusion_matrix(proba[held_out], labels[held_out])
+    batch = proba[5000:]
+    function = bbse_test_prior if estimate == "bbse" else rlls_test_prior
+    with pytest.warns(UserWarning, match=r"classes at columns \[3\] have no rows"):
+        prior = function(batch, confusion)
+    assert prior[3] < 0.05  # (the arbitrary value the warning speaks of)
+    full = joint_confusion_matrix(proba[:5000], labels[:5000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        function(batch, full)
