@@ -104,7 +104,7 @@ _CHECKS = pytest.mark.parametrize(
 @pytest.mark.filterwarnings("ignore:Bias-corrected temperature scaling found the")
 # BCTS, vector scaling and Dirichlet calibration on separable or tiny fit data.
 @pytest.mark.filterwarnings("ignore:.* was fitted on data it separates")
-@pytest.mark.filterwarnings("ignore:.* fits [0-9]+ free parameters on")
+@pytest.mark.filterwarnings("ignore:.* fits [0-9]+ free parameters? on")
 @_CHECKS
 def test_sklearn_compatible(estimator, check):
     """Every scikit-learn API and behaviour check passes."""

@@ -428,7 +428,7 @@ DASK_REFUSALS = {
 
 # name -> (call, warning category, the message NumPy gives, as a regex)
 SEPARATES = "was fitted on data it separates"
-FEW_ROWS = r"fits \d+ free parameters on"
+FEW_ROWS = r"fits \d+ free parameters? on"
 WARNING_CASES = {
     "fit_bias_corrected_temperature-chance": (
         lambda a: fit_bias_corrected_temperature(a.f(CHANCE_LOGITS), a.i(CHANCE_Y)),

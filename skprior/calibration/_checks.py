@@ -77,7 +77,8 @@ def warn_if_few_rows(data, n_params, what, fix):
     need = ROWS_PER_PARAMETER * n_params
     if n_eff < need:
         warn_user(
-            f"{what} fits {n_params} free parameters on {n_eff:.4g} (effective) "
+            f"{what} fits {n_params} free parameter{'s' * (n_params != 1)} on "
+            f"{n_eff:.4g} (effective) "
             f"samples, fewer than the {need} ({ROWS_PER_PARAMETER} per parameter) "
             f"a log-loss fit needs not to over-fit: its factors can be large and "
             f"its probabilities worse than the model's own on new data. {fix}"
