@@ -71,9 +71,6 @@ class _VariantTracker(AggregatingPrior):
             self.predictive_concentration = _VariantTracker.smoothing
 
 
-_online.AggregatingPrior = _VariantTracker
-
-
 class Variant(Wrapper):
     """The default stream with a variant's bets, odds and smoothing.
 
@@ -154,6 +151,9 @@ def main():
             else float(smoothing)
         )
         variants[name] = (float(share), float(odds or _online.SHIFT_ODDS), smoothing)
+    # (the stream state builds its trackers from this module-level name; set
+    # in main, not at import, which --help and the tests do)
+    _online.AggregatingPrior = _VariantTracker
     out = {}
     for model in args.models:
         setup = Setup(model, *load_model_outputs(model))
