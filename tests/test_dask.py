@@ -141,11 +141,12 @@ def test_adjust_to_prior_is_lazy(outputs):
 
 
 def test_lazy_validation_raises_at_compute(outputs):
-    """A lazy map checks each block when it is computed, and names the chunk."""
+    """A lazy map checks each block when it is computed, and names the row of
+    the array (the block's check counts from the chunk's start, 450)."""
     proba = outputs[0].copy()
     proba[700] *= 2
     result = adjust_to_prior(_lazy(proba), np.full(10, 0.1), np.full(10, 0.1))
-    with pytest.raises(ValueError, match="must sum to 1.*chunk starting at row 450"):
+    with pytest.raises(ValueError, match="must sum to 1.*row 700 sums"):
         result.compute()
 
 

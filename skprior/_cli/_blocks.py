@@ -19,7 +19,9 @@ memory and is refused.
 import contextlib
 import os
 import re
+import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +132,13 @@ def open_outputs(args):
         # as much as the command)
         refuse_probabilities(_first_block(array), f"OUTPUTS {args.outputs}")
         return softmax_temperature(array, 1.0)
-    return array
+    from skprior._utils._validation import check_proba
+
+    # (checked here, block by block as it is computed, so that an error names
+    # the file and the command line's fix, as in memory)
+    return check_proba(
+        array, name=f"OUTPUTS {args.outputs}", logits_fix="pass --logits", lazy=True
+    )
 
 
 @contextlib.contextmanager
@@ -193,7 +201,9 @@ def open_logits(args, path=None, option="OUTPUTS"):
     if args.logits:
         refuse_probabilities(_first_block(array), f"{option} {path}")
         return array.astype(dtype)
-    proba = check_proba(array, name=f"{option} {path}", lazy=True)
+    proba = check_proba(
+        array, name=f"{option} {path}", logits_fix="pass --logits", lazy=True
+    )
     return proba.map_blocks(_log, dtype, dtype=dtype)
 
 
@@ -259,8 +269,17 @@ def lazy_labels(args, path, option, n_rows, n_columns, rows_of="the outputs"):
 
     where = f"{option} {path}"
     if Path(path).suffix.lower() not in (".npy", ".zarr"):
+        # (skipped lines reported as in memory: _steps._note, not imported here,
+        # which imports this module)
+        note = partial(print, f"skprior {args.command}: note:", file=sys.stderr)
         return read_labels(
-            path, n_rows, n_columns, option=option, key=args.labels_key, rows_of=rows_of
+            path,
+            n_rows,
+            n_columns,
+            option=option,
+            key=args.labels_key,
+            rows_of=rows_of,
+            note=note,
         )
     try:
         labels = open_lazy(path)

@@ -219,7 +219,9 @@ def check_proba(
     if precision is None:  # (taken now: float16 input became float64 above)
         precision = _precision_dtype(proba, arr)
     if lazy and is_dask(xp):
-        return checked_lazily(arr, check_proba, name, precision=precision)
+        return checked_lazily(
+            arr, check_proba, name, precision=precision, logits_fix=logits_fix
+        )
     row_sums = row_sums_of(arr) if is_numpy else xp.sum(arr, axis=1)
     # NaN and inf make the row sum non-finite: the reductions find them too.
     finite, smallest, off = to_host(

@@ -7,6 +7,7 @@ and the lazy check of each block of a Dask array.
 """
 
 import os
+import re
 import sys
 import warnings
 
@@ -226,9 +227,11 @@ def _checked_block(block, check, name, options, block_info=None):
         check(block, name=name, **options)
     except ValueError as exc:
         start = block_info[0]["array-location"][0][0] if block_info else 0
-        raise ValueError(
-            f"{exc} (Dask chunk starting at row {start}: rows counted from it)"
-        ) from exc
+        # (the check counts the block's rows: its message gets the array's)
+        message = re.sub(
+            r"\brow (\d+)", lambda m: f"row {int(m.group(1)) + start}", str(exc)
+        )
+        raise ValueError(message) from exc
     return block
 
 

@@ -307,3 +307,19 @@ def test_memory_error_is_one_clear_line(folder, capsys, monkeypatch):
     monkeypatch.setattr(_commands, "_run", no_memory)
     code, _, err = run(capsys, "can", folder / "p.npy", "--prior", "1,1,1,1")
     assert code == 2 and "--out-of-core" in err and "Traceback" not in err
+
+
+def test_out_of_core_bad_row_names_the_file_row_and_fix(folder, capsys):
+    """Out of core a bad row was "the rows of proba", counted from its Dask
+    chunk, with the library's fix (scipy's softmax): now as in memory, the
+    file, the row of the file and --logits."""
+    proba = np.load(folder / "p.npy")
+    proba[61] *= 2
+    np.save(folder / "bad.npy", proba)
+    for extra in IN_MEMORY:
+        code, _, err = run(
+            capsys, "can", folder / "bad.npy", "--prior", "1,1,1,1", *extra
+        )
+        assert code == 2, err
+        assert "OUTPUTS" in err and "bad.npy" in err and "row 61 sums" in err
+        assert "pass --logits" in err and "scipy" not in err

@@ -76,6 +76,7 @@ def test_labels_with_inf_or_nan_are_named(bad):
         PriorAdaptedClassifier(model).fit(np.zeros((4, 3)), y)
 
 
+@pytest.mark.filterwarnings("ignore:.* fits 1 free parameter on")  # (3 rows)
 def test_inner_model_refusing_X_is_named():
     """The inner model's refusal of X says that it is about X."""
     model = LogisticRegression().fit(np.eye(3), [0, 1, 2])
@@ -274,14 +275,14 @@ def test_dask_checks_lazily_or_now():
     bad = np.tile(P, (5, 1))
     bad[13] *= 2
     lazy = check_proba(da.from_array(bad, chunks=(8, 3)), lazy=True)
-    with pytest.raises(ValueError, match="row 5 sums.*chunk starting at row 8"):
+    with pytest.raises(ValueError, match="row 13 sums"):
         lazy.compute()
     with pytest.raises(ValueError, match="row 13 sums"):
         check_proba(da.from_array(bad, chunks=(8, 3)))
     logits = np.log(bad)
     logits[17, 0] = np.nan
     z, _ = check_logits(da.from_array(logits, chunks=(8, 3)), lazy=True)
-    with pytest.raises(ValueError, match="first in row 1.*chunk starting at row 16"):
+    with pytest.raises(ValueError, match="first in row 17\\)"):
         z.compute()
 
 
