@@ -206,7 +206,8 @@ def softmax_vector_scaling(logits, weights, bias=None):
     -------
     proba : array of shape (n_samples, n_classes)
         Rows sum to one; an array of the namespace, device and dtype of
-        ``logits`` (a lazy Dask array for Dask input).
+        ``logits`` (float64 for float16 logits; a lazy Dask array for Dask
+        input).
 
     See Also
     --------
@@ -364,7 +365,13 @@ def fit_dirichlet_calibration(
     softmax carries as a normal number; its calibrated probability is tiny
     but not exactly 0, and a sample whose true class has probability 0 takes
     part in the fit with a large, finite loss. Probabilities above the floor
-    are used as they are.
+    are used as they are; those below it (logits whose gap to the row's top
+    exceeds 87 nats, not only exact zeros) are floored too, so that the map
+    no longer contains temperature scaling on such rows: from about 8 % of
+    the entries floored (logits of scale 30) Dirichlet calibration fits a
+    little worse than a temperature, from half of them (scale 100) clearly.
+    Divide such logits by a constant first, or use
+    :func:`fit_bias_corrected_temperature` or :func:`fit_vector_scaling`.
 
     **Memory.** :math:`\log p` is kept for the whole fit in the precision of
     the logits (float32 logits: float32, the size of the input) and read in
@@ -568,7 +575,8 @@ def softmax_dirichlet_calibration(logits, matrix, bias=None):
     -------
     proba : array of shape (n_samples, n_classes)
         Rows sum to one; an array of the namespace, device and dtype of
-        ``logits`` (a lazy Dask array for Dask input).
+        ``logits`` (float64 for float16 logits; a lazy Dask array for Dask
+        input).
 
     See Also
     --------

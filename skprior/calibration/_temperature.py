@@ -48,7 +48,8 @@ def softmax_temperature(logits, temperature, bias=None):
     -------
     proba : array of shape (n_samples, n_classes)
         Rows sum to one; an array of the namespace, device and dtype of
-        ``logits`` (a lazy Dask array for Dask input).
+        ``logits`` (float64 for float16 logits; a lazy Dask array for Dask
+        input).
 
     See Also
     --------
