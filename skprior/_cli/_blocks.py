@@ -247,6 +247,11 @@ def _check_output(args):
     check_output_folder(output, "--output")
     if suffix == ".npy" and output.is_dir():
         raise InputError(f"--output {output} is a folder; name a .npy file.")
+    if suffix == ".npy" and output.exists() and not os.access(output, os.W_OK):
+        raise InputError(
+            f"--output {output} exists and is read-only; make it writable to "
+            f"replace it, or name another file."
+        )
     # A .zarr output replaces an earlier result, never a folder of other files.
     if suffix == ".zarr" and output.exists():
         if not output.is_dir() or not _is_zarr_array(output):

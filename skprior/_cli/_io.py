@@ -8,6 +8,7 @@ file, the problem and the fix (the command prints it as one line, exit code
 2).
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -354,6 +355,13 @@ def check_output_path(path, option="--output"):
     check_output_folder(path, option)
     if Path(path).is_dir():
         raise InputError(f"{option} {path} is a folder; name a file.")
+    # (refused now, not after the work: the result keeps a file's mode, and a
+    # read-only one is a sign that it is not to be replaced)
+    if Path(path).exists() and not os.access(path, os.W_OK):
+        raise InputError(
+            f"{option} {path} exists and is read-only; make it writable to "
+            f"replace it, or name another file."
+        )
     return suffix
 
 

@@ -323,3 +323,21 @@ def test_out_of_core_bad_row_names_the_file_row_and_fix(folder, capsys):
         assert code == 2, err
         assert "OUTPUTS" in err and "bad.npy" in err and "row 61 sums" in err
         assert "pass --logits" in err and "scipy" not in err
+
+
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write any file"
+)
+def test_read_only_existing_output_is_refused_before_the_work(folder, capsys):
+    """A read-only --output failed only after the work, naming a hidden
+    temporary file; it is refused first, naming the file."""
+    target = folder / "kept.npy"
+    np.save(target, np.zeros(3))
+    target.chmod(0o444)
+    for extra in IN_MEMORY:
+        code, _, err = run(
+            capsys, "can", folder / "p.npy", "--prior", "1,1,1,1", *extra, "-o", target
+        )
+        assert code == 2 and "kept.npy exists and is read-only" in err
+        assert "partial" not in err
+    np.testing.assert_array_equal(np.load(target), np.zeros(3))
