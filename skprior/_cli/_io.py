@@ -16,6 +16,7 @@ import numpy as np
 from skprior._cli._common import InputError, check_output_folder
 from skprior._cli._formats import (
     LABEL_KEYS,
+    OUTPUT_KEYS,
     SUFFIXES,
     TEXT_SUFFIXES,
     checked_suffix,
@@ -139,6 +140,23 @@ def _softmax_in_place(logits):
     return logits
 
 
+def _read_outputs_array(path, option, key, logits, note):
+    """The outputs array of ``path``; under --logits an .npz's ``logits`` first.
+
+    An .npz holding ``predictions`` and ``logits`` (netcal's stored outputs
+    do) gave ``predictions`` to --logits, which then refused them as
+    probabilities.
+    """
+    keys = ("logits", *(k for k in OUTPUT_KEYS if k != "logits"))
+    return read_array(
+        path,
+        option=option,
+        key=key,
+        note=note,
+        default_keys=keys if logits else OUTPUT_KEYS,
+    )
+
+
 def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
     """Model outputs as probabilities (n_samples, n_classes), float64 or float32.
 
@@ -149,7 +167,7 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
     from skprior._utils._validation import check_proba
 
     where = describe(option, path)
-    array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    array = numeric_matrix(_read_outputs_array(path, option, key, logits, note), where)
     if logits:
         refuse_probabilities(array, where)
         array = _softmax_in_place(_finite_logits(array, where, logits_dtype(array)))
@@ -183,7 +201,7 @@ def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note)
         with np.errstate(divide="ignore"):
             return np.log(logits, out=logits)
     where = describe(option, path)
-    array = numeric_matrix(read_array(path, option=option, key=key, note=note), where)
+    array = numeric_matrix(_read_outputs_array(path, option, key, logits, note), where)
     refuse_probabilities(array, where)
     return _finite_logits(array, where, logits_dtype(array))
 

@@ -559,3 +559,19 @@ def test_class_id_header_over_integer_rows_is_refused(tmp_path, capsys):
         code = main(["can", path, "--logits", "--prior", "1,1,1", "-q"])
         _, err = capsys.readouterr()
         assert code == 2 and "could be data" in err and "header=False" in err
+
+
+def test_logits_take_the_logits_member_of_an_npz(folder, capsys, tmp_path):
+    """An .npz holding predictions and logits (netcal's layout): --logits read
+    'predictions' and refused them as probabilities; it reads 'logits'."""
+    proba = np.load(folder / "good.npy")
+    np.savez(tmp_path / "both.npz", predictions=proba, logits=np.log(proba) + 1.0)
+    identity = ["--method", "known", "--test-prior", PRIOR, "--prior", PRIOR, "-q"]
+    out = tmp_path / "out.npy"
+    code = main(["adapt", tmp_path / "both.npz", "--logits", *identity, "-o", out])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(out), proba, rtol=1e-10)
+    code = main(["adapt", tmp_path / "both.npz", *identity, "-o", out])  # (predictions)
+    assert code == 0
+    np.testing.assert_allclose(np.load(out), proba, rtol=1e-10)
