@@ -22,7 +22,7 @@ from skprior._utils._options import DEFAULT_REG_LAMBDA, DEFAULT_REG_MU
 from skprior._utils._sklearn_compat import validate_params
 from skprior._utils._validation import check_class_count
 from skprior.calibration._checks import (
-    effective_rows,
+    dirichlet_free_parameters,
     require_every_class,
     warn_if_few_rows,
     warn_if_separable,
@@ -365,13 +365,10 @@ def fit_dirichlet_calibration(
     softmax carries as a normal number; its calibrated probability is tiny
     but not exactly 0, and a sample whose true class has probability 0 takes
     part in the fit with a large, finite loss. Probabilities above the floor
-    are used as they are; those below it (logits whose gap to the row's top
-    exceeds 87 nats, not only exact zeros) are floored too, so that the map
-    no longer contains temperature scaling on such rows: from about 8 % of
-    the entries floored (logits of scale 30) Dirichlet calibration fits a
-    little worse than a temperature, from half of them (scale 100) clearly.
-    Divide such logits by a constant first, or use
-    :func:`fit_bias_corrected_temperature` or :func:`fit_vector_scaling`.
+    are used as they are; those below it (logit gaps beyond 87 nats) are
+    floored too, and from about 8 % of the entries floored (logits of scale
+    30) the fit is worse than a temperature's: divide such logits by a
+    constant first, or use :func:`fit_bias_corrected_temperature`.
 
     **Memory.** :math:`\log p` is kept for the whole fit in the precision of
     the logits (float32 logits: float32, the size of the input) and read in
@@ -415,19 +412,7 @@ def fit_dirichlet_calibration(
         log_proba, float(reg_lambda), float(reg_mu), verbose=verbose
     )
     n_classes = log_proba.shape[1]
-    # ODIR leaves the diagonal of W free; the off-diagonal entries and the
-    # biases are free too where their penalty per entry weighs less than one
-    # sample does in the mean loss (1 / n_eff): lambda = 1e-3 at K = 10 and
-    # 200 rows over-fits as lambda = 0 does (test log loss 2.36 against 1.94
-    # for the model itself).
-    n_eff = effective_rows(log_proba)
-    off_free = reg_lambda / max(n_classes * (n_classes - 1), 1) < 1 / n_eff
-    bias_free = reg_mu / n_classes < 1 / n_eff
-    free = (
-        n_classes
-        + (n_classes * (n_classes - 1) if off_free else 0)
-        + (n_classes - 1 if bias_free else 0)
-    )
+    free = dirichlet_free_parameters(log_proba, reg_lambda, reg_mu)
     warn_if_few_rows(
         log_proba,
         free,
