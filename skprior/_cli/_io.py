@@ -64,13 +64,11 @@ def refuse_probabilities(array, where):
     to one is no accident for logits: the library's own test
     (``warn_if_probabilities``), with float16's looser sums.
     """
-    _refuse_percentages(array, where)
+    sums = array.sum(axis=1, dtype=np.float64)
+    low = array.min()
+    _refuse_percentages(low, sums, where)
     tolerance = ROUNDED_ROW_SUM  # (rounded probabilities too)
-    if (
-        array.min() >= 0
-        and array.max() <= 1
-        and np.abs(array.sum(axis=1, dtype=np.float64) - 1).max() <= tolerance
-    ):
+    if low >= 0 and array.max() <= 1 and np.abs(sums - 1).max() <= tolerance:
         raise InputError(
             f"{where} holds probabilities (every entry in [0, 1], every row "
             f"summing to 1), but --logits says that every outputs file of the "
@@ -79,14 +77,9 @@ def refuse_probabilities(array, where):
         )
 
 
-def _refuse_percentages(array, where):
-    """Refuse rows of percentages (entries in [0, 100], every row summing to 100)."""
-    sums = array.sum(axis=1, dtype=np.float64)
-    if (
-        array.size
-        and array.min() >= 0
-        and np.abs(sums - 100).max() <= 100 * ROUNDED_ROW_SUM
-    ):
+def _refuse_percentages(low, sums, where):
+    """Refuse rows of percentages (``low``: the smallest entry; ``sums``: the rows')."""
+    if sums.size and low >= 0 and np.abs(sums - 100).max() <= 100 * ROUNDED_ROW_SUM:
         raise InputError(
             f"{where}: every row sums to 100 (percentages); write probabilities "
             f"(each row divided by 100) and run the command on them."
@@ -171,13 +164,14 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
     if logits:
         refuse_probabilities(array, where)
         array = _softmax_in_place(_finite_logits(array, where, logits_dtype(array)))
-    else:
-        _refuse_percentages(array, where)
-        if Path(path).suffix.lower() in TEXT_SUFFIXES:
-            array = _renormalise_rounded(array, where, note)
+    elif Path(path).suffix.lower() in TEXT_SUFFIXES:
+        array = _renormalise_rounded(array, where, note)
     try:
         proba = check_proba(array, name=where, logits_fix="pass --logits")
     except ValueError as exc:
+        # (a pass of its own only once the check has failed)
+        if array.size and array.ndim == 2:
+            _refuse_percentages(array.min(), array.sum(axis=1), where)
         raise InputError(str(exc)) from exc
     if array.dtype == np.float16:
         # Checked at float16 precision, its rows sum to 1 within ~1e-3 only:

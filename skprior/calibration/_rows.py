@@ -55,9 +55,11 @@ class Rows:
         n_rows = values.shape[0] if index is None else index.shape[0]
         self.shape = (n_rows, values.shape[1])
         self.shift, self.top = False, None
-        if shift:  # (the maxima of the selected rows, block by block)
+        if shift and index is None:  # (one reduction of the caller's array)
+            self.top = xp.astype(xp.max(values, axis=1), self.dtype)
+        elif shift:  # (the maxima of the selected rows, block by block)
             self.top = self.per_row(lambda rows, d: (xp.max(d, axis=1),))[0]
-            self.shift = True
+        self.shift = shift
 
     def block(self, rows):
         """Rows ``rows`` (a slice) in the working dtype (a new array if shifted)."""
