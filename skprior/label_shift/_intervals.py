@@ -320,12 +320,19 @@ def delta_interval(fit, level, target, calibration):
                 edge[boundary], np.minimum(own + two_sided * se, 1.0)
             )
         low[~active], high[~active] = 0.0, edge[~active]
-        if index.size == 1:
-            # One class off the boundary has no tangent to move along: it is
-            # what the others leave, 1 - (their sum), in [1 - sum high, 1].
-            low[index] = max(1.0 - edge[~active].sum(), 0.0)
-            high[index] = 1.0
+        _what_the_others_leave(low, high, active)
     return low, high
+
+
+def _what_the_others_leave(low, high, active):
+    """The interval of the one class off the boundary, in place.
+
+    It has no tangent to move along: it is what the others leave, one
+    minus their sum, in ``[1 - sum of their highs, 1]``.
+    """
+    if active.sum() == 1:
+        low[active] = max(1.0 - high[~active].sum(), 0.0)
+        high[active] = 1.0
 
 
 def _moment_solve(class_means, spread, mean_gradient, prior, index):
@@ -411,8 +418,13 @@ def _boundary_moment_solves(class_means, spread, mean_gradient, prior, index, bo
 
 
 def z_values(level):
-    """The two-sided and one-sided normal quantiles of ``level``."""
-    return float(ndtri(0.5 + level / 2)), float(ndtri(level))
+    """The two-sided and one-sided normal quantiles of ``level``.
+
+    The one-sided one is 0 below level 0.5: a bound of the boundary is then
+    0 itself (an interval nested in wider levels), not a negative quantile
+    that squares into a wide bound.
+    """
+    return float(ndtri(0.5 + level / 2)), max(float(ndtri(level)), 0.0)
 
 
 def _counts(prior, n_samples):
@@ -517,7 +529,11 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
         # 300-row batches, not 5 %). At least the profile bound, as the delta.
         profile = delta_interval(fit, level, target, calibration)[1]
         high[edge] = np.maximum(high[edge], profile[edge])
-    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+    low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+    active = ~edge
+    active[np.argmax(prior)] = True  # (as the delta method's)
+    _what_the_others_leave(low, high, active)
+    return low, high
 
 
 def _responsibilities(proba, train_prior, prior):

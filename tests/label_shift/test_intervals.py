@@ -580,21 +580,48 @@ def test_class_at_exactly_zero_gives_a_finite_bound_without_warning():
     assert np.all((low <= truth) & (truth <= high))
 
 
+@pytest.mark.parametrize("method", ["delta", "bootstrap"])
 @pytest.mark.parametrize("target", ["batch", "prior"])
-def test_one_class_off_the_boundary_is_what_the_others_leave(target):
+def test_one_class_off_the_boundary_is_what_the_others_leave(target, method):
     """Two classes, one at 0: the other's interval mirrors its bound,
-    [1 - high, 1] (it has no tangent of its own to be expanded along)."""
+    [1 - high, 1] (it has no tangent of its own to be expanded along). The
+    bootstrap's re-estimates all put it at 1, which gave [1, 1] before."""
     rng = np.random.default_rng(0)
     y = (rng.random(300) < 0.03).astype(int)
     x = np.array([0.0, 1.0])[y] + rng.normal(size=300)
     proba = softmax(-((x[:, None] - np.array([0.0, 1.0])) ** 2) / 2, axis=1)
     estimate = estimate_test_prior(proba, [0.5, 0.5])
     assert estimate.prior[1] < 0.5 / 300
-    low, high = estimate.confidence_interval(target=target)
+    low, high = estimate.confidence_interval(
+        target=target, method=method, n_resamples=50, random_state=0
+    )
     assert low[1] == 0 and 0 < high[1] < 0.2
     np.testing.assert_allclose([low[0], high[0]], [1 - high[1], 1.0])
     truth = np.bincount(y, minlength=2) / 300
     assert np.all((low <= truth) & (truth <= high))
+
+
+@pytest.mark.parametrize("method", ["delta", "bootstrap"])
+@pytest.mark.parametrize("target", ["batch", "prior"])
+def test_intervals_are_nested_in_the_level_below_one_half(target, method):
+    """A lower level gives a narrower interval, the boundary's bound too: at
+    levels below 0.5 the one-sided quantile is negative, and its square made
+    the bound at level 1e-6 wider than at 0.95."""
+    rng = np.random.default_rng(3)
+    proba, _, _ = _batch(rng, 2000, [0.5, 0.3, 0.2, 0.0])
+    estimate = estimate_test_prior(proba, UNIFORM, init=[0.5, 0.3, 0.2, 0.0])
+    assert estimate.prior[3] == 0.0
+    widths = []
+    for level in [1e-6, 0.1, 0.3, 0.5, 0.7, 0.95]:
+        low, high = estimate.confidence_interval(
+            level, target=target, method=method, n_resamples=40, random_state=0
+        )
+        widths.append(high - low)
+    widths = np.array(widths)
+    assert np.all(np.diff(widths[:, 3]) >= 0), widths[:, 3]
+    assert widths[0, 3] < 1e-6 and widths[-1, 3] > 1e-3
+    if method == "delta":  # (the bootstrap's quantiles are nested per draw set)
+        assert np.all(np.diff(widths, axis=0) >= -1e-12)
 
 
 @pytest.mark.parametrize("method", ["mle", "map"])
