@@ -259,26 +259,35 @@ def test_absent_classes_mle_to_zero_map_positive(cifar10):
     assert map_.prior.sum() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("seed, method", [(8, "mle"), (0, "map")])
-def test_squarem_fallback_keeps_objective_and_optimum(seed, method):
+@pytest.mark.parametrize("method", ["mle", "map"])
+def test_squarem_fallback_keeps_objective_and_optimum(method):
     """An extrapolation that lowers the objective falls back to the EM point.
 
     Each SQUAREM cycle costs two passes; a fallback costs one more, so
-    ``n_passes > 1 + 2 * n_iter`` shows the branch was taken on these small
-    random problems (found by search). The estimate is still the naive-EM one.
+    ``n_passes > 1 + 2 * n_iter`` shows the branch was taken. Small random
+    problems are searched for it here (seeds found once, 8 and 0, stopped
+    taking it in a fresh environment of 2026-11-26), and every
+    estimate that took it is still the naive-EM one.
     """
-    rng = np.random.default_rng(seed)
-    n, k = int(rng.integers(2, 30)), int(rng.integers(2, 6))
-    proba = rng.dirichlet(np.full(k, float(rng.choice([0.1, 0.5, 1.0]))), size=n)
-    q = rng.dirichlet(np.ones(k))
     a = 2.0 if method == "map" else 1.0
-    result = estimate_test_prior(
-        proba, q, method=method, dirichlet_alpha=a, solver="squarem", tol=1e-10
-    )
-    assert result.converged
-    assert result.n_passes > 1 + 2 * result.n_iter
-    reference = naive_em(proba, q, a=a)
-    assert np.abs(result.prior - reference).sum() < 1e-6
+    fallbacks = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        n, k = int(rng.integers(2, 30)), int(rng.integers(2, 6))
+        alpha = float(rng.choice([0.1, 0.5, 1.0]))
+        proba = rng.dirichlet(np.full(k, alpha), size=n)
+        q = rng.dirichlet(np.ones(k))
+        with warnings.catch_warnings():  # (tiny problems: noise, by design)
+            warnings.simplefilter("ignore", UserWarning)
+            result = estimate_test_prior(
+                proba, q, method=method, dirichlet_alpha=a, solver="squarem", tol=1e-10
+            )
+        if not (result.converged and result.n_passes > 1 + 2 * result.n_iter):
+            continue
+        fallbacks += 1
+        reference = naive_em(proba, q, a=a)
+        assert np.abs(result.prior - reference).sum() < 1e-6, seed
+    assert fallbacks >= 3
 
 
 def test_squarem_accelerates_with_a_class_started_at_zero(cifar10):
