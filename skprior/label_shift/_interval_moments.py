@@ -9,6 +9,7 @@ The maths that uses them is in ``_intervals.py``.
 """
 
 import operator
+import typing
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from skprior._utils._array_api import (
 )
 from skprior._utils._kernels import row_blocks
 from skprior._utils._validation import check_proba
-from skprior._utils._validation_labels import check_class_indices
+from skprior._utils._validation_labels import check_class_indices, check_sample_weight
 from skprior.label_shift._repeats import hash_vector
 
 
@@ -109,17 +110,23 @@ def _dask_batch_moments(proba, train_prior, prior, keys):
     return (*moments, row_keys)
 
 
-def calibration_moments(proba, y, train_prior, prior, row_weights):
-    """Class sums of ``g`` and ``sum_i w_{y_i} g_i g_i^T``, lazily (one pass)."""
+def calibration_moments(proba, y, train_prior, prior, row_weights, weights=None):
+    """Class sums of ``w_i g_i`` and ``sum_i w_i r_{y_i} g_i g_i^T``, lazily.
+
+    One pass; ``r = row_weights`` (host, one per class), ``w`` the rows'
+    frequency weights (1 without ``weights``: a row of weight 2 counts as two).
+    """
     xp, _ = get_namespace(proba)
     n_classes = proba.shape[1]
-    dtype, weights, inverse_train = _work(xp, proba, prior, train_prior)
+    dtype, ratios, inverse_train = _work(xp, proba, prior, train_prior)
     classes = from_host(xp, np.arange(n_classes), device_of(proba), y.dtype)
     class_weights = from_host(xp, row_weights, device_of(proba), dtype)
 
     def one_block(block):
-        g = _gradients(xp, xp.astype(proba[block, :], dtype), weights, inverse_train)
+        g = _gradients(xp, xp.astype(proba[block, :], dtype), ratios, inverse_train)
         onehot = xp.astype(y[block][:, None] == classes[None, :], dtype)
+        if weights is not None:
+            onehot = onehot * xp.astype(weights[block], dtype)[:, None]
         weighted = g * (onehot @ class_weights)[:, None]
         return onehot.T @ g, weighted.T @ g
 
@@ -127,11 +134,16 @@ def calibration_moments(proba, y, train_prior, prior, row_weights):
 
 
 def check_calibration(calibration, n_classes):
-    """Validate ``calibration=(proba_cal, y_cal)``; return arrays and counts."""
-    if not (isinstance(calibration, (tuple, list)) and len(calibration) == 2):
+    """Validate ``calibration=(proba_cal, y_cal[, sample_weight])``.
+
+    Returns the arrays, each class's total weight (host), and the weights on
+    the rows' device (None without them: every row counts once).
+    """
+    if not (isinstance(calibration, (tuple, list)) and len(calibration) in (2, 3)):
         raise ValueError(
             "calibration must be a pair (proba_cal, y_cal): held-out posteriors of "
-            "the same model and their true classes, got "
+            "the same model and their true classes (or a triple with their "
+            "sample_weight), got "
             f"{type(calibration).__name__}. Pass calibration=(proba_cal, y_cal), or "
             "None for the interval that assumes calibrated posteriors."
         )
@@ -141,16 +153,30 @@ def check_calibration(calibration, n_classes):
             f"proba_cal has {proba_cal.shape[1]} classes, the batch {n_classes}. "
             f"Pass the calibration posteriors of the same model, same class order."
         )
+    n_rows = proba_cal.shape[0]
     y = check_class_indices(
-        calibration[1], proba_cal.shape[0], n_classes, name="proba_cal", like=proba_cal
+        calibration[1], n_rows, n_classes, name="proba_cal", like=proba_cal
     )
-    counts = weighted_counts(y, None, n_classes)
+    weights = None
+    if len(calibration) == 3 and calibration[2] is not None:
+        weights = check_sample_weight(calibration[2], n_rows, like=proba_cal)
+    counts = weighted_counts(y, weights, n_classes)
     if np.any(counts == 0):
         missing = np.flatnonzero(counts == 0)
         raise ValueError(
             f"y_cal has no row of class {missing[0]} ({len(missing)} classes "
-            f"missing): the calibration set must hold every class to measure the "
+            f"missing{'' if weights is None else ', or only rows of weight 0'}): "
+            f"the calibration set must hold every class to measure the "
             f"model's misfit on it. Use a larger calibration set, or "
             f"calibration=None."
         )
-    return proba_cal, y, counts
+    return Calibration(proba_cal, y, counts, weights)
+
+
+class Calibration(typing.NamedTuple):
+    """A checked calibration set (see :func:`check_calibration`)."""
+
+    proba: object
+    y: object
+    counts: np.ndarray  # (the total weight of each class, host)
+    weights: object  # (None, or per row on the rows' device)

@@ -256,9 +256,16 @@ def delta_interval(fit, level, target, calibration):
     xp, _ = get_namespace(proba)
     lazy = list(batch_moments(proba, train, prior, keys=True))
     if target == "batch" and calibration is not None:
-        proba_cal, y_cal, counts = calibration
+        counts = calibration.counts
         row_weights = prior * (1.0 / n_samples + prior / counts) / counts
-        lazy += calibration_moments(proba_cal, y_cal, train, prior, row_weights)
+        lazy += calibration_moments(
+            calibration.proba,
+            calibration.y,
+            train,
+            prior,
+            row_weights,
+            calibration.weights,
+        )
     moments = list(to_host(xp, *lazy))  # (one transfer; one compute for Dask)
     keys = moments.pop(2)
     info = moments[0] / n_samples
@@ -436,22 +443,41 @@ def _counts(prior, n_samples):
     return counts
 
 
+def _calibration_pool(y, weights, j):
+    """Class ``j``'s pool of the calibration set and its size.
+
+    With frequency weights, its rows of positive weight drawn in proportion
+    to them, as many as their total weight (at least one): the pool of the
+    rows repeated as often as they weigh.
+    """
+    rows = np.flatnonzero(y == j)
+    if weights is None:
+        return rows, None, len(rows)
+    rows = rows[weights[rows] > 0]
+    if np.all(weights[rows] == 1):  # (as without weights, the same draws)
+        return rows, None, len(rows)
+    total = weights[rows].sum()
+    return rows, weights[rows] / total, max(int(round(total)), 1)
+
+
 def _resample_batch(pools, counts, rng, repeats=None):
     """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
 
-    A pool is ``(row indices, probabilities or None)``; a calibration pool is
-    first resampled with replacement to its own size (its finite size is part
-    of the uncertainty). ``repeats[j]``: multiplicities of groups of class
-    ``j``, each one row of the pool repeated (as the batch repeats rows).
+    A pool is ``(row indices, probabilities or None, size or None)``; a
+    calibration pool (with a size) is first resampled with replacement to
+    its size, with its probabilities (its finite size is part of the
+    uncertainty), then drawn from uniformly. ``repeats[j]``:
+    multiplicities of groups of class ``j``, each one row of the pool
+    repeated (as the batch repeats rows).
     """
     chosen = []
-    for j, ((rows, weights), count) in enumerate(zip(pools, counts, strict=True)):
+    for j, ((rows, p, size), count) in enumerate(zip(pools, counts, strict=True)):
         groups = () if repeats is None else repeats[j]
         if count + len(groups) == 0:
             continue
-        if weights is None:
-            rows = rows[rng.integers(len(rows), size=len(rows))]
-        drawn = rng.choice(rows, size=count + len(groups), p=weights)
+        if size is not None:
+            rows, p = rng.choice(rows, size=size, p=p), None
+        drawn = rng.choice(rows, size=count + len(groups), p=p)
         chosen += [drawn[:count], np.repeat(drawn[count:], groups)]
     return np.concatenate(chosen)
 
@@ -467,7 +493,7 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     """``(low, high)`` on the host by the bootstrap (see the module notes)."""
     proba, train, prior = fit.proba, fit.train_prior, fit.prior
     n_samples, n_classes = proba.shape
-    source = proba if calibration is None or target == "prior" else calibration[0]
+    source = proba if calibration is None or target == "prior" else calibration.proba
     xp, _ = get_namespace(source)
     clusters = _clusters_of(proba, train, prior)
     if target == "batch":
@@ -477,13 +503,17 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
             repeated = np.rint(clusters.multiplicity @ rho).astype(np.int64)
             counts = np.maximum(counts - repeated, 0)
         if calibration is not None:
-            (y_host,) = to_host(xp, calibration[1])
-            pools = [(np.flatnonzero(y_host == j), None) for j in range(n_classes)]
+            (y_host,) = to_host(xp, calibration.y)
+            weights = None
+            if calibration.weights is not None:
+                (weights,) = to_host(xp, calibration.weights)
+            pools = [_calibration_pool(y_host, weights, j) for j in range(n_classes)]
         else:  # (the batch's rows, weighted by their responsibilities)
             r = _responsibilities(proba, train, prior)
             totals = np.where(r.sum(axis=0) > 0, r.sum(axis=0), 1.0)
             pools = [
-                (np.arange(n_samples), r[:, j] / totals[j]) for j in range(n_classes)
+                (np.arange(n_samples), r[:, j] / totals[j], None)
+                for j in range(n_classes)
             ]
     elif clusters is not None:  # (groups of identical rows are resampled whole)
         units = np.concatenate(

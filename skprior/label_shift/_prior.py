@@ -149,10 +149,13 @@ class PriorEstimate:
             times the estimate's cost, for comparison.
         target : {"batch", "prior"}, default="batch"
             The batch's own class proportions, or the generating prior.
-        calibration : tuple (proba_cal, y_cal), default=None
+        calibration : tuple (proba_cal, y_cal[, sample_weight]), default=None
             Held-out posteriors of the same model (calibrated as the batch's
             are, under the training prior ``train_prior``) and their true
             classes; every class must occur. Used by ``target="batch"``.
+            With ``sample_weight``, frequency weights: a row of weight 2
+            counts as two rows (as in the wrapper's ``fit`` and the
+            prediction sets), a row of weight 0 not at all.
         n_resamples : int, default=200
             Resamples of ``method="bootstrap"`` (at least 10).
         random_state : int, numpy.random.Generator or None, default=None

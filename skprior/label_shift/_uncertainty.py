@@ -7,6 +7,7 @@ batch's class proportions of :meth:`~UncertaintyMixin.prior_interval` (the
 maths is in ``_intervals.py``, the result in ``_prior.py``).
 """
 
+import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 
@@ -58,9 +59,9 @@ class UncertaintyMixin:
         The estimate of ``method`` (``"mle"`` or ``"map"``) on ``X``, whatever
         the test of ``shift_level`` finds, and its interval
         (:meth:`PriorEstimate.confidence_interval`) with the ``fit`` rows as
-        the labelled calibration set: centred on the estimate less the bias
-        that the inner model's misfit causes at this prior, as wide as the
-        batch's noise and the ``fit`` rows' own.
+        the labelled calibration set (with their ``sample_weight``): centred
+        on the estimate less the bias that the inner model's misfit causes at
+        this prior, as wide as the batch's noise and the ``fit`` rows' own.
 
         Parameters
         ----------
@@ -85,8 +86,26 @@ class UncertaintyMixin:
                 f"'map' (the interval is the likelihood's), got method="
                 f"{self._fitted_method!r}. Refit with method='mle' or 'map'."
             )
+        if "calibration" in options:
+            raise TypeError(
+                "prior_interval takes its calibration set from the fit rows and "
+                "has no calibration= option. For the interval that assumes "
+                "calibrated posteriors, call estimate_test_prior(proba, "
+                "train_prior).confidence_interval() on the model's posteriors."
+            )
         calibration = None  # (the generating prior's interval does not use it)
         if options.get("target", "batch") == "batch":
-            calibration = (self._fit_proba, self._set_calibration.y)
+            fitted = self._set_calibration
+            counts = fitted.prior(self._fit_proba.shape[1])
+            if np.any(counts == 0):
+                missing = self.classes_[np.flatnonzero(counts == 0)]
+                raise ValueError(
+                    f"The fit rows hold no row of the classes {missing.tolist()} "
+                    f"(or only rows of weight 0), so they cannot measure the "
+                    f"model's misfit there. Refit on rows of every class, or pass "
+                    f"target='prior' (the generating prior's interval, without "
+                    f"the fit rows)."
+                )
+            calibration = (self._fit_proba, fitted.y, fitted.weights)
         estimate = self._estimate(self._inner_proba(X))
         return estimate.confidence_interval(level, calibration=calibration, **options)

@@ -735,3 +735,33 @@ def test_bootstrap_repeats_rows_as_the_batch_does(data, repeated, target):
     estimate = estimate_test_prior(repeated, UNIFORM)
     delta, boot, ratio = _delta_and_bootstrap(estimate, target, calibration)
     assert np.all((0.8 < ratio) & (ratio < 1.25)), ratio
+
+
+@pytest.mark.parametrize(
+    "weights, method",
+    [
+        ("integers", "delta"),
+        ("zeros and ones", "delta"),
+        ("zeros and ones", "bootstrap"),
+    ],
+)
+def test_calibration_weights_count_as_repeated_rows(data, weights, method):
+    """calibration=(proba_cal, y_cal, sample_weight): frequency weights, a
+    row of weight w counting as w rows (weight 0: dropped), as in the
+    wrapper's fit and the prediction sets. (The bootstrap draws a weighted
+    pool by its probabilities, not by repeats: compared on weights 0 and 1.)"""
+    rng = np.random.default_rng(11)
+    proba_cal, y_cal = simulate([150] * K, rng, temperature=0.7)
+    w = rng.integers(0, 4 if weights == "integers" else 2, size=len(y_cal))
+    estimate = estimate_test_prior(data[0], UNIFORM)
+    options = {"method": method, "n_resamples": 30, "random_state": 4}
+    low, high = estimate.confidence_interval(
+        calibration=(proba_cal, y_cal, w.astype(float)), **options
+    )
+    repeated = np.repeat(np.arange(len(y_cal)), w)
+    expected = estimate.confidence_interval(
+        calibration=(proba_cal[repeated], y_cal[repeated]), **options
+    )
+    np.testing.assert_allclose(np.stack([low, high]), expected, atol=1e-10)
+    unweighted = estimate.confidence_interval(calibration=(proba_cal, y_cal))
+    assert not np.allclose(np.stack([low, high]), unweighted, atol=1e-4)

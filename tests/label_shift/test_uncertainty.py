@@ -57,3 +57,38 @@ def test_prior_interval_refuses_a_method_without_likelihood(fitted):
     )
     with pytest.raises(ValueError, match="method='mle' or 'map'"):
         wrapper.prior_interval(batch)
+
+
+def test_prior_interval_takes_the_fit_weights(fitted):
+    """Rows of weight 0 count for nothing: fit rows whose labels are
+    scrambled but weigh 0 give the interval of the clean rows alone."""
+    model, X, y, batch = fitted
+    scrambled = y[1000:2000].copy()
+    scrambled[:500] = np.random.default_rng(0).permutation(scrambled[:500])
+    weights = np.r_[np.zeros(500), np.ones(500)]
+    wrapper = PriorAdaptedClassifier(model).fit(
+        X[1000:2000], scrambled, sample_weight=weights
+    )
+    clean = PriorAdaptedClassifier(model).fit(X[1500:2000], y[1500:2000])
+    np.testing.assert_allclose(wrapper.train_prior_, clean.train_prior_)
+    np.testing.assert_allclose(
+        np.stack(wrapper.prior_interval(batch)),
+        np.stack(clean.prior_interval(batch)),
+        atol=1e-10,
+    )
+
+
+def test_prior_interval_errors_name_what_the_caller_can_do(fitted):
+    model, X, y, batch = fitted
+    wrapper = PriorAdaptedClassifier(model).fit(X[1000:2000], y[1000:2000])
+    with pytest.raises(TypeError, match="fit rows and has no calibration="):
+        wrapper.prior_interval(batch, calibration=None)
+    rows = np.flatnonzero(y[1000:2000] != 2) + 1000
+    without = PriorAdaptedClassifier(model, train_prior=[0.4, 0.3, 0.3])
+    without.fit(X[rows], y[rows])
+    with pytest.raises(
+        ValueError, match=r"no row of the classes \[2\].*target='prior'"
+    ):
+        without.prior_interval(batch)
+    low, high = without.prior_interval(batch, target="prior")
+    assert np.all(low <= high)
