@@ -155,8 +155,10 @@ def alternating_normalization(
         ``"auto"`` is ``min(3, n_classes)``.
     tau : float, default=0.9
         Uncertainty threshold in [0, 1]: rows with uncertainty ``>= tau`` are
-        corrected (within 1e-12 of rounding, so that a uniform top k, whose
-        uncertainty evaluates to 1 - 2e-16, counts at ``tau=1``).
+        corrected (within rounding: 1e-12 for float64 rows, so that a uniform
+        top k, whose uncertainty evaluates to 1 - 2e-16, counts at
+        ``tau=1``; 1.2e-7 for float32 rows, so that a ``tau`` read off
+        :func:`topk_entropy` of them counts its row).
     alpha : float, default=1.0
         Power :math:`\alpha > 0` applied before each column normalisation.
     n_iter : int, default=1

@@ -44,8 +44,8 @@ class CANClassifier(BasePriorClassifier):
         ``"auto"`` is ``min(3, n_classes)``: Su's 3, and 2 on binary problems
         (where the top-2 entropy is the entropy of the row).
     tau : float, default=0.9
-        Rows with uncertainty ``>= tau`` (in [0, 1], within 1e-12 of
-        rounding) are corrected.
+        Rows with uncertainty ``>= tau`` (in [0, 1], within rounding: 1e-12
+        for float64 posteriors, 1.2e-7 for float32) are corrected.
     alpha : float, default=1.0
         Power before each column normalisation, ``alpha > 0``.
     n_iter : int, default=1

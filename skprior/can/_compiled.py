@@ -44,7 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows, _row_sum_tolerance
-from skprior.can._solvers import TAU_ROUNDING, power_floor, screen_share
+from skprior.can._solvers import power_floor, screen_share, tau_threshold
 
 # The threads of :func:`screen` and :func:`correct` (None: see
 # :func:`_threads`) and the size of the tasks that they take in turn (rows
@@ -371,7 +371,7 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
         k,
         screen_share(k, tau, proba.shape, proba.dtype),
         float(np.log(k if kind == "renormalized" else n_classes)),
-        tau - TAU_ROUNDING,
+        tau_threshold(tau, np.finfo(proba.dtype)),
         kind == "renormalized",
         accumulate,
         float(alpha),

@@ -56,9 +56,22 @@ from skprior.can._logs import log_domain
 # (double precision spans exp(-708) to exp(709)); see _iterate_block.
 _SAFE_LOG_RANGE = 600.0
 
-# A row is low-confidence when its uncertainty is >= tau - TAU_ROUNDING: an
-# exactly uniform top k evaluates to 1 - 2e-16, and must count at tau = 1.
+# A row is low-confidence when its uncertainty is >= tau less the rounding of
+# tau_threshold: an exactly uniform top k evaluates to 1 - 2e-16, and must
+# count at tau = 1.
 TAU_ROUNDING = 1e-12
+
+
+def tau_threshold(tau, finfo):
+    """The uncertainty from which a row is low-confidence: ``tau`` less rounding.
+
+    1e-12 for float64 rows; the input's machine epsilon for float32 (1.2e-7):
+    a ``tau`` read off :func:`topk_entropy` of float32 rows is that value
+    rounded to float32, up to 6e-8 above the float64 entropy the screen
+    computes (``finfo``: of the rows' dtype, NumPy's or the namespace's).
+    """
+    eps = min(float(finfo.eps), float(np.finfo(np.float32).eps))  # (float16 too)
+    return tau - max(TAU_ROUNDING, eps)
 
 
 def _blocks(xp, is_numpy, n_rows, n_columns):
@@ -147,11 +160,11 @@ def _largest_uncertain_share(k, tau):
 def screen_share(k, tau, shape, dtype):
     """The bound r* of :func:`_largest_uncertain_share`, with a slack.
 
-    For a comparison in float64 with row sums that carry the rounding of
-    float32 input.
+    For the threshold of ``tau`` (:func:`tau_threshold`), compared in float64
+    with row sums that carry the rounding of float32 input.
     """
     slack = 1.0 + 2 * shape[1] * np.finfo(dtype).eps
-    return _largest_uncertain_share(k, tau) * slack
+    return _largest_uncertain_share(k, tau_threshold(tau, np.finfo(dtype))) * slack
 
 
 def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=None):
@@ -160,7 +173,7 @@ def low_confidence(xp, is_numpy, proba, k, tau, kind, row_max=None, row_sums=Non
     ``row_max`` and ``row_sums`` of validated NumPy ``proba`` may be passed
     when they are at hand (``_validation.check_proba_with_row_max``).
     """
-    threshold = tau - TAU_ROUNDING
+    threshold = tau_threshold(tau, xp.finfo(proba.dtype))
     if kind != "renormalized" or not is_numpy:
         return topk_uncertainty(xp, is_numpy, proba, k, kind) >= threshold
     # NumPy screens with the row maximum p1 before the (comparatively slow)
