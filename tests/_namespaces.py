@@ -272,7 +272,16 @@ class Namespace:
             assert isinstance(result, (int, np.integer)), (
                 f"{where}: expected an int, got {type(result).__name__}"
             )
-            assert int(result) == int(expected), f"{where}: {result} != {expected}"
+            # Without float64 the stopping test of an iterative solver compares
+            # float32 sums with tol: it may stop one step (of up to three
+            # passes, a SQUAREM cycle) off NumPy's, which of the cases moving
+            # with the libraries' summation order (NumPy 2.4, array-api-strict
+            # 2.6 moved two). The values are still compared to float32 tol.
+            slack = {"n_iter": 1, "n_passes": 3}.get(where.rpartition(".")[2], 0)
+            slack = slack if self.device_name == "no_float64" else 0
+            assert abs(int(result) - int(expected)) <= slack, (
+                f"{where}: {result} != {expected}"
+            )
         elif isinstance(expected, (float, np.floating)):
             assert isinstance(result, float), (
                 f"{where}: expected a Python float, got {type(result).__name__}"

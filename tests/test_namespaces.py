@@ -782,8 +782,6 @@ def _raised(ns, call):
 # NumPy's float64 accumulation to float32 tolerance; these do not, and are
 # known limits (strict xfails: a case that starts to pass is reported).
 FLOAT32_ONLY_LIMITS = {
-    "estimate_test_prior-init": "EM stops one step later (34 vs 33 steps)",
-    "estimate_test_prior-mle-squarem": "SQUAREM stops one step later",
     "estimate_test_prior-mle-pga": "PGA does not reach tol in float32",
     "estimate_test_prior-map-pga": "PGA does not reach tol in float32",
     "fit_bias_corrected_temperature": "L-BFGS on float32 sums: bias off by 6e-4",

@@ -180,3 +180,20 @@ class Calibration(typing.NamedTuple):
     y: object
     counts: np.ndarray  # (the total weight of each class, host)
     weights: object  # (None, or per row on the rows' device)
+
+
+def calibration_pool(y, weights, j):
+    """Class ``j``'s pool of the calibration set and its size.
+
+    With frequency weights, its rows of positive weight drawn in proportion
+    to them, as many as their total weight (at least one): the pool of the
+    rows repeated as often as they weigh.
+    """
+    rows = np.flatnonzero(y == j)
+    if weights is None:
+        return rows, None, len(rows)
+    rows = rows[weights[rows] > 0]
+    if np.all(weights[rows] == 1):  # (as without weights, the same draws)
+        return rows, None, len(rows)
+    total = weights[rows].sum()
+    return rows, weights[rows] / total, max(int(round(total)), 1)

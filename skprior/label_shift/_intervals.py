@@ -169,6 +169,7 @@ from skprior._utils._validation_arrays import warn_user
 from skprior.label_shift._interval_moments import (
     batch_moments,
     calibration_moments,
+    calibration_pool,
     check_calibration,
 )
 from skprior.label_shift._repeats import (
@@ -443,23 +444,6 @@ def _counts(prior, n_samples):
     return counts
 
 
-def _calibration_pool(y, weights, j):
-    """Class ``j``'s pool of the calibration set and its size.
-
-    With frequency weights, its rows of positive weight drawn in proportion
-    to them, as many as their total weight (at least one): the pool of the
-    rows repeated as often as they weigh.
-    """
-    rows = np.flatnonzero(y == j)
-    if weights is None:
-        return rows, None, len(rows)
-    rows = rows[weights[rows] > 0]
-    if np.all(weights[rows] == 1):  # (as without weights, the same draws)
-        return rows, None, len(rows)
-    total = weights[rows].sum()
-    return rows, weights[rows] / total, max(int(round(total)), 1)
-
-
 def _resample_batch(pools, counts, rng, repeats=None):
     """A synthetic batch: ``counts[j]`` rows drawn from pool ``j``.
 
@@ -507,7 +491,7 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
             weights = None
             if calibration.weights is not None:
                 (weights,) = to_host(xp, calibration.weights)
-            pools = [_calibration_pool(y_host, weights, j) for j in range(n_classes)]
+            pools = [calibration_pool(y_host, weights, j) for j in range(n_classes)]
         else:  # (the batch's rows, weighted by their responsibilities)
             r = _responsibilities(proba, train, prior)
             totals = np.where(r.sum(axis=0) > 0, r.sum(axis=0), 1.0)

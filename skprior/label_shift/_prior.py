@@ -153,9 +153,7 @@ class PriorEstimate:
             Held-out posteriors of the same model (calibrated as the batch's
             are, under the training prior ``train_prior``) and their true
             classes; every class must occur. Used by ``target="batch"``.
-            With ``sample_weight``, frequency weights: a row of weight 2
-            counts as two rows (as in the wrapper's ``fit`` and the
-            prediction sets), a row of weight 0 not at all.
+            ``sample_weight``: frequency weights (a row of weight 2 counts twice).
         n_resamples : int, default=200
             Resamples of ``method="bootstrap"`` (at least 10).
         random_state : int, numpy.random.Generator or None, default=None
