@@ -165,7 +165,9 @@ def _same_library(values, like, name, like_name):
     return xp
 
 
-def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=None):
+def check_sample_weight(
+    sample_weight, n_samples, *, name="sample_weight", like=None, scale_free=True
+):
     """Validate weights: one finite, non-negative float per sample, sum > 0.
 
     ``None`` means all ones. Without ``like`` (or with a NumPy ``like``) a new
@@ -182,7 +184,9 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
             return xp.ones(n_samples, dtype=dtype, device=device_of(like), **rows)
         if _same_library(sample_weight, like, name, "the data") is None:
             # (host weights: checked here)
-            weights = check_sample_weight(sample_weight, n_samples, name=name)
+            weights = check_sample_weight(
+                sample_weight, n_samples, name=name, scale_free=scale_free
+            )
             return per_row(xp, weights, like, dtype=dtype)
         weights = as_float(xp, sample_weight, name)
         if weights.ndim == 1 and weights.shape[0] == n_samples:  # (as the labels)
@@ -191,7 +195,7 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
                 xp, xp.all(xp.isfinite(weights)), xp.min(weights), xp.max(weights)
             )
             if finite and smallest >= 0 and largest > 0:
-                return _near_one(weights, float(largest))
+                return _near_one(weights, float(largest), name, scale_free)
         sample_weight = to_host(xp, weights)[0]  # (NumPy's checks: the message)
     if sample_weight is None:
         return np.ones(n_samples)
@@ -225,20 +229,29 @@ def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", like=
             f"{name} sums to zero: every sample has weight 0. Give at least one "
             f"sample a positive weight."
         )
-    return _near_one(np.array(weights, dtype=np.float64, copy=True), largest)
+    weights = np.array(weights, dtype=np.float64, copy=True)
+    return _near_one(weights, largest, name, scale_free)
 
 
-def _near_one(weights, largest):
+def _near_one(weights, largest, name, scale_free):
     """``weights`` (of maximum ``largest``) scaled near 1 if they are far from it.
 
-    Weights are scale-free (every use divides by their total), but their sums
-    and squares overflow from about 1e154 up and lose every digit near 1e-320
+    Weights are scale-free in most uses (they divide by their total; not
+    where ``scale_free`` is False: refused there), but their sums and squares
+    overflow from about 1e154 up and lose every digit near 1e-320
     (subnormal): weights that far from 1 are scaled by a power of two, which
     is exact (in two steps: 2**1074 itself is not a float), and the others
     returned as they are.
     """
     if 2.0**-256 <= largest <= 2.0**256:
         return weights
+    if not scale_free:  # (CAN: a reference row of weight w against the row's 1)
+        raise ValueError(
+            f"{name}'s largest weight is {largest:g}, outside [2**-256, 2**256] "
+            f"(about 1e-77 to 1e77): here the weights' scale matters (each counts "
+            f"against a weight of 1), and sums that far from 1 overflow or lose "
+            f"their digits. Rescale them into that range."
+        )
     half = 2.0 ** (-int(np.frexp(largest)[1]) / 2)
     return weights * half * half
 

@@ -223,7 +223,8 @@ def alternating_normalization(
     machine also compiles the kernel (seconds, and about a second more at the
     first call into an ``out`` other than ``proba``; the machine code is
     cached).
-    The environment variable ``SKPRIOR_NO_NUMBA=1`` turns it off.
+    The environment variable ``SKPRIOR_NO_NUMBA=1`` turns it off (``0``
+    keeps it on).
 
     References
     ----------
@@ -289,6 +290,7 @@ def alternating_normalization_counts(
     # batch's is refused in _confident_reference, and two foreign libraries
     # by get_namespace.
     xp, is_numpy = get_namespace(proba, *([reference] if _is_foreign(proba) else []))
+    destination = out  # (returned as given: a view of proba or a memmap too)
     if out is not None and not is_numpy:
         raise TypeError(
             "out= takes a NumPy array, for a NumPy batch; for arrays of other "
@@ -363,7 +365,7 @@ def alternating_normalization_counts(
             f"is replaced by the prior. Lower tau, or use a reference set (the "
             f"`reference` argument, or reference='fit' in CANClassifier)."
         )
-    return out, n_low, n_reference
+    return (out if destination is None else destination), n_low, n_reference
 
 
 # The compiled kernel runs on NumPy batches of at least this many entries:
@@ -373,12 +375,22 @@ COMPILED_MIN_ELEMENTS = 2**20
 _COMPILED = []  # the module of compiled kernels, or None, once imported
 
 
+def _numba_turned_off():
+    """Whether ``SKPRIOR_NO_NUMBA`` is set to something true.
+
+    ``0``, ``false``, ``no``, ``off`` and empty keep the kernel on (as
+    ``NUMBA_DISABLE_JIT=0`` keeps numba's JIT on).
+    """
+    value = os.environ.get("SKPRIOR_NO_NUMBA", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
 def _compiled_screen(proba, k, tau, alpha, accumulate, kind, out=None):
     """The compiled read of ``proba`` when it applies, else ``None``.
 
     It applies to a float32 or float64 ndarray (made C-contiguous) of at least
     ``COMPILED_MIN_ELEMENTS`` entries, with numba installed and the
-    environment variable ``SKPRIOR_NO_NUMBA`` unset or empty, for the
+    environment variable ``SKPRIOR_NO_NUMBA`` unset or false, for the
     uncertainties other than ``"max_over_k"``. Returns the module
     ``_compiled``, the contiguous ``proba`` and what its ``screen`` returns
     (its validation raises the errors of rows that do not sum to one);
@@ -392,7 +404,7 @@ def _compiled_screen(proba, k, tau, alpha, accumulate, kind, out=None):
         or proba.shape[1] < 2
         or proba.size < max(COMPILED_MIN_ELEMENTS, 1)  # (an empty batch: its error)
         or kind == "max_over_k"
-        or os.environ.get("SKPRIOR_NO_NUMBA")
+        or _numba_turned_off()
     ):
         return None
     try:
@@ -434,13 +446,19 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
     if is_numpy or is_dask(xp):
         xp, is_numpy = numpy_namespace(), True
         reference = check_proba(reference, name="reference")
-        weight = check_sample_weight(reference_weight, reference.shape[0], name=name)
+        weight = check_sample_weight(
+            reference_weight, reference.shape[0], name=name, scale_free=False
+        )
     else:
         if not _is_foreign(reference):  # (held on the host: to the device)
             reference = xp.asarray(np.asarray(reference), device=device_of(proba))
         reference = check_proba(reference, name="reference")
         weight = check_sample_weight(
-            reference_weight, reference.shape[0], name=name, like=reference
+            reference_weight,
+            reference.shape[0],
+            name=name,
+            like=reference,
+            scale_free=False,
         )
     if reference.shape[1] != proba.shape[1]:
         raise ValueError(

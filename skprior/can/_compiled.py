@@ -214,6 +214,8 @@ def _screen(
         if largest >= infinity:
             bad = True
             continue
+        if not total > 0:  # (a row of zeros: flagged off; its entropy is 0/0)
+            continue
         cell[0] = largest
         is_low = False
         if not renormalized or np.float64(cell_value[0]) <= share * total:

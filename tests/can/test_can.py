@@ -415,6 +415,8 @@ def test_bad_parameters_are_refused(kwargs, error, match):
         ([[0.5, 0.5], [1.0, -np.inf]], "NaN or infinite"),
         ([[0.5, 0.5], [1.0, -1e-30]], "negative"),
         ([[0.5, 0.6], [0.5, 0.5]], "sum to 1"),
+        # (a row of zeros: the kernel divided by its sum, ZeroDivisionError)
+        ([[0.5, 0.5], [0.0, 0.0]], "sums to 0"),
         ([[2.0, -1.0, 0.5]], "negative"),
         ([0.5, 0.5], "1-D"),
         ([[1.0], [1.0]], "at least 2 columns"),
@@ -725,9 +727,11 @@ def test_equal_reference_weights_equal_repeated_rows(alpha):
 
 
 def test_bad_reference_weight_is_refused():
-    """Negative or misshaped weights get an error naming reference_weight."""
+    """Negative or misshaped weights get an error naming reference_weight; so
+    do weights beyond 2**+-256, which were rescaled near 1 silently (CAN
+    weighs them against the corrected row's 1: 2.3e77 gave an error of 0.76)."""
     reference = synthetic_proba(5, 3, seed=0)
-    for weight in ([1, 2, 3], [1, 1, 1, 1, -1]):
+    for weight in ([1, 2, 3], [1, 1, 1, 1, -1], [1e78] * 5, [1e-78] * 5):
         with pytest.raises(ValueError, match="reference_weight"):
             alternating_normalization(
                 reference,

@@ -339,3 +339,30 @@ def test_an_error_in_a_task_reaches_the_caller(monkeypatch, cifar100):
     with pytest.raises(MemoryError, match="the third task"):
         alternating_normalization(proba, np.full(100, 0.01))
     assert len(calls) < 10  # (of 30 tasks)
+
+
+@pytest.mark.parametrize(
+    "value, runs",
+    [
+        ("", True),
+        ("0", True),
+        ("false", True),
+        (" Off ", True),
+        ("1", False),
+        ("yes", False),
+        ("true", False),
+    ],
+)
+def test_the_environment_flag_reads_as_numbas_own(monkeypatch, value, runs):
+    """SKPRIOR_NO_NUMBA=0 or false keeps the kernel on (any value turned it
+    off before, 0 included)."""
+    calls = []
+    screen = _compiled.screen
+    monkeypatch.setattr(
+        _compiled, "screen", lambda *a, **k: calls.append(1) or screen(*a, **k)
+    )
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", value)
+    proba = np.tile([[0.97, 0.01, 0.01, 0.01], [0.25, 0.25, 0.25, 0.25]], (25, 1))
+    alternating_normalization(proba, np.full(4, 0.25))
+    assert bool(calls) == runs

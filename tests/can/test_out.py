@@ -151,3 +151,27 @@ def test_out_of_any_layout(monkeypatch, cifar100, compiled, layout):
         out = np.full((proba.shape[0], 2 * proba.shape[1]), np.nan, proba.dtype)[:, ::2]
     assert alternating_normalization(proba, prior, out=out) is out
     np.testing.assert_allclose(out, expected, rtol=RTOL[proba.dtype.type], atol=0)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "kernel"])
+@pytest.mark.parametrize("kind", ["full view", "memmap"])
+def test_the_callers_out_is_returned(monkeypatch, tmp_path, cifar100, compiled, kind):
+    """out= a full view of proba, or a memmap passed as both: in place, and
+    the object returned is the caller's out (the batch, or a plain ndarray,
+    was returned before)."""
+    _kernel(monkeypatch, compiled)
+    proba = cifar100[0][:500].astype(np.float64)
+    prior = np.full(proba.shape[1], 1 / proba.shape[1])
+    expected = alternating_normalization(proba, prior, tau=0.5)
+    if kind == "memmap":
+        batch = np.lib.format.open_memmap(
+            tmp_path / "b.npy", mode="w+", dtype=proba.dtype, shape=proba.shape
+        )
+        batch[:] = proba
+        out = batch
+    else:
+        batch = proba.copy()
+        out = batch[:, :]
+    result = alternating_normalization(batch, prior, tau=0.5, out=out)
+    assert result is out
+    np.testing.assert_allclose(result, expected, rtol=1e-12, atol=1e-300)
