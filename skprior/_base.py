@@ -7,6 +7,7 @@ is fitted already, never refitted), how the training prior is counted, the
 scikit-learn protocol (``classes_``, ``predict``, tags, ``clone``).
 """
 
+import copy
 import dataclasses
 from abc import ABCMeta, abstractmethod
 
@@ -134,7 +135,11 @@ class BasePriorClassifier(
     # -- the inner model ---------------------------------------------------------
 
     def _get_estimator(self):
-        return LogisticRegression() if self.estimator is None else self.estimator
+        if self.estimator is not None:
+            return self.estimator
+        if _routing_enabled():  # (its weights, as without routing)
+            return LogisticRegression().set_fit_request(sample_weight=True)
+        return LogisticRegression()
 
     def _fit_estimator(self, X, y, sample_weight, fit_params):
         """Return the fitted inner model: the given one if fitted, else a clone.
@@ -144,9 +149,15 @@ class BasePriorClassifier(
         model is not fitted again, so they are not used.
         """
         estimator = self._get_estimator()
-        if not _routing_enabled():  # (a typo, sample_weights=, is refused even
-            # where the model is not fitted again)
+        # A typo (sample_weights=) is refused even where the model is not
+        # fitted again: with routing, by the keys that the routing knows.
+        if not _routing_enabled():
             _raise_for_params(fit_params, self, "fit")
+        elif _used_as_is(estimator):
+            given = {**fit_params, "sample_weight": sample_weight}
+            self.get_metadata_routing().validate_metadata(
+                method="fit", params={k: v for k, v in given.items() if v is not None}
+            )
         if _used_as_is(estimator):
             _check_frozen_is_fitted(estimator)
             return estimator
@@ -274,6 +285,12 @@ class BasePriorClassifier(
         if namespace_of(y_model) is None:
             y_model = y
         self.estimator_ = self._fit_estimator(X, y_model, sample_weight, fit_params)
+        if not hasattr(self.estimator_, "classes_"):
+            raise ValueError(
+                f"{type(self.estimator_).__name__} has no classes_ after fit: it "
+                f"is not a classifier (its predict_proba columns name no "
+                f"labels). Wrap a classifier, whose classes_ orders the columns."
+            )
         classes = self.estimator_.classes_
         if isinstance(classes, list):
             raise ValueError(
@@ -448,7 +465,13 @@ class BasePriorClassifier(
         estimator = params.get("estimator")
         if _used_as_is(estimator) and not isinstance(estimator, FrozenEstimator):
             params["estimator"] = FrozenEstimator(estimator)
-        return type(self)(**{k: clone(v, safe=False) for k, v in params.items()})
+        new = type(self)(**{k: clone(v, safe=False) for k, v in params.items()})
+        # (as scikit-learn's clone: the metadata requests and set_output's
+        # configuration are the object's, not parameters, and go with it)
+        for attribute in ("_metadata_request", "_sklearn_output_config"):
+            if hasattr(self, attribute):
+                setattr(new, attribute, copy.deepcopy(getattr(self, attribute)))
+        return new
 
     def set_params(self, **params):
         """Set the parameters of this wrapper (see ``BaseEstimator.set_params``).
@@ -463,6 +486,16 @@ class BasePriorClassifier(
         # keys on it: check the model that they would land on.
         target = params.get("estimator", self.estimator)
         frozen = isinstance(target, FrozenEstimator)
+        if _used_as_is(target):
+            # (set_params(**get_params()) gives every nested value as it is:
+            # those are no change, and are dropped)
+            current = target.get_params(deep=True)
+            params = {
+                key: value
+                for key, value in params.items()
+                if not key.startswith("estimator__")
+                or current.get(key[len("estimator__") :], object()) is not value
+            }
         # (a FrozenEstimator takes a new ``estimator`` and nothing else)
         nested = [
             key
@@ -503,6 +536,10 @@ class BasePriorClassifier(
         inner_tags = get_tags(self._get_estimator())
         # Ask scikit-learn's checks the questions the inner model can answer.
         tags.input_tags = dataclasses.replace(inner_tags.input_tags)
+        if _used_as_is(self.estimator):
+            # A fitted precomputed-kernel model takes K(X, X_train) as it is:
+            # no square kernel for GridSearchCV to slice (the fit refits none).
+            tags.input_tags.pairwise = False
         if inner_tags.classifier_tags is not None:
             tags.classifier_tags.poor_score = inner_tags.classifier_tags.poor_score
             # A multi-label target is fitted label by label whenever the inner

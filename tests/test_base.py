@@ -430,6 +430,46 @@ def test_fit_metadata_reaches_the_model_inside_grid_search(data, routing):
         assert set(received) <= set(marker)
 
 
+def test_routing_survives_clone_in_a_pipeline(make_wrapper, data, routing):
+    """clone keeps the wrapper's metadata requests, as scikit-learn's clone
+    does: routed weights reach a wrapper last in a cloned Pipeline, as in
+    cross_validate and GridSearchCV (UnsetMetadataPassedError before)."""
+    X_train, _, y_train, _ = data
+    weights = np.r_[np.full(30, 5.0), np.ones(len(y_train) - 30)]
+    model = LogisticRegression().fit(X_train, y_train)
+    wrapper = make_wrapper(model).set_fit_request(sample_weight=True)
+    pipe = clone(make_pipeline(wrapper)).fit(X_train, y_train, sample_weight=weights)
+    fitted = pipe[-1]
+    assert fitted.get_metadata_routing().consumes("fit", ["sample_weight"])
+    own = wrapper.get_params(deep=False)
+    if own.get("train_prior") is None and own.get("source_prior") != "mean_posterior":
+        expected = np.bincount(y_train, weights=weights) / weights.sum()
+        np.testing.assert_allclose(fitted.train_prior_, expected)
+
+
+def test_routing_refuses_a_typo_around_a_fitted_model(make_wrapper, data, routing):
+    """With routing on, a fitted model is not fitted again: a typo was dropped
+    silently (train_prior_ unweighted). It is refused, as without routing."""
+    _, X_val, _, y_val = data
+    for model in (LogisticRegression().fit(X_val, y_val), LogisticRegression()):
+        with pytest.raises(TypeError, match="sample_weights"):
+            make_wrapper(model).fit(X_val, y_val, sample_weights=np.ones(len(y_val)))
+
+
+def test_routing_weights_reach_the_default_model(make_wrapper, data, routing):
+    """estimator=None with routing on: the LogisticRegression made at fit
+    requests sample_weight (an error asked to set a request on a model the
+    user never made), as without routing."""
+    X_train, _, y_train, _ = data
+    weights = np.r_[np.full(30, 5.0), np.ones(len(y_train) - 30)]
+    with_routing = make_wrapper(None).fit(X_train, y_train, sample_weight=weights)
+    sklearn.set_config(enable_metadata_routing=False)
+    without = make_wrapper(None).fit(X_train, y_train, sample_weight=weights)
+    np.testing.assert_allclose(
+        with_routing.estimator_.coef_, without.estimator_.coef_, rtol=1e-10
+    )
+
+
 def test_fit_metadata_without_routing_is_refused(data):
     """Without routing, fit metadata other than sample_weight gets a clear error."""
     X_train, _, y_train, _ = data
@@ -515,3 +555,64 @@ def test_codes_that_could_be_classes_are_not_read_as_positions(data):
     model = LogisticRegression().fit(X_train, y_train + 1)  # classes 1, 2, 3
     with pytest.raises(ValueError, match=r"labels \[0\] that the classifier"):
         CANClassifier(model).fit(X_val, y_val)
+
+
+def test_set_params_of_get_params_is_a_no_op_around_a_fitted_model(
+    make_wrapper, data, fitted_model
+):
+    """set_params(**get_params()) (deep) gives the fitted model's own values
+    back: no change, accepted; a changed value is still refused."""
+    _, X_val, _, y_val = data
+    for wrapper in (make_wrapper(fitted_model), clone(make_wrapper(fitted_model))):
+        wrapper.set_params(**wrapper.get_params())
+        wrapper.fit(X_val, y_val)
+        with pytest.raises(ValueError, match="Cannot set"):
+            wrapper.set_params(estimator__C=123.0)
+
+
+def test_a_fitted_precomputed_kernel_model_in_grid_search(make_wrapper):
+    """A fitted model on a precomputed metric (or kernel) takes D(X, X_train)
+    as it is: the wrapper does not tell GridSearchCV that X is a square
+    matrix to slice (SVC(kernel='precomputed') failed with 'X should be a
+    square kernel matrix')."""
+    from sklearn.metrics import pairwise_distances
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = make_classification(n_samples=160, n_features=5, random_state=0)
+    X_train, X_val, y_train, y_val = X[:80], X[80:], y[:80], y[80:]
+    knn = KNeighborsClassifier(10, metric="precomputed")
+    knn.fit(pairwise_distances(X_train), y_train)
+    wrapper = make_wrapper(knn)
+    own = wrapper.get_params(deep=False)
+    name = next(key for key in sorted(own) if key != "estimator")
+    grid = GridSearchCV(wrapper, {name: [own[name]]}, cv=3, error_score="raise")
+    grid.fit(pairwise_distances(X_val, X_train), y_val)
+    assert grid.best_estimator_.estimator_.estimator is knn
+
+
+def test_encoded_labels_around_integer_classes_get_a_hint(data, fitted_model):
+    """y of positions 0..K-1 around a model of classes 1..K (cross_val_predict
+    and StackingClassifier encode y so): the error says so and names fixes."""
+    _, X_val, _, y_val = data
+    model = LogisticRegression().fit(X_val, y_val + 1)
+    with pytest.raises(ValueError, match="looks label-encoded.*0..2"):
+        CANClassifier(model).fit(X_val, y_val)
+
+
+def test_a_model_without_classes_is_refused_clearly(data):
+    from sklearn.mixture import GaussianMixture
+
+    _, X_val, _, y_val = data
+    with pytest.raises(ValueError, match="no classes_ after fit"):
+        PriorAdaptedClassifier(GaussianMixture(3, random_state=0)).fit(X_val, y_val)
+
+
+def test_n_iter_is_that_of_the_fit_settings(data, fitted_model):
+    """n_iter_ is computed when read, with the settings of fit (not those of a
+    later set_params)."""
+    _, X_val, _, y_val = data
+    first = PriorAdaptedClassifier(fitted_model, solver="em", tol=1e-10)
+    first.fit(X_val, y_val)
+    second = clone(first).fit(X_val, y_val)
+    second.set_params(max_iter=3, tol=0.1, solver="squarem")
+    assert second.n_iter_ == first.n_iter_ > 3

@@ -117,13 +117,34 @@ def encode_labels(
         )
         return uniques.astype(np.intp)[inverse.reshape(-1)]
     if unknown:
+        hint = ""
+        if positions and _looks_encoded(uniques, classes):
+            hint = (
+                f" {name} looks label-encoded (0..{len(classes) - 1}), as "
+                f"cross_val_predict(method='predict_proba') and StackingClassifier "
+                f"pass it around a fitted model; with integer classes that overlap "
+                f"those positions it cannot be read either way. Fit the model on "
+                f"labels 0..{len(classes) - 1} or on strings, or wrap an unfitted "
+                f"model."
+            )
         raise ValueError(
             f"{name} contains labels {unknown[:10]} that {owner}; the classes are "
             f"{np.asarray(classes).tolist()[:20]}. Pass only labels the model "
-            f"knows, or refit the model on data that has them."
+            f"knows, or refit the model on data that has them.{hint}"
         )
     codes = np.array([position[label] for label in uniques.tolist()], dtype=np.intp)
     return codes[inverse.reshape(-1)]
+
+
+def _looks_encoded(uniques, classes):
+    """Whether ``uniques`` are positions ``0..K-1`` of integer classes (not those)."""
+    classes = np.asarray(classes)
+    return (
+        classes.dtype.kind in "iu"
+        and uniques.dtype.kind in "iu"
+        and bool(np.all((uniques >= 0) & (uniques < len(classes))))
+        and not np.array_equal(classes, np.arange(len(classes)))
+    )
 
 
 def _are_positions(uniques, position):

@@ -378,9 +378,11 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                 joint_confusion_matrix(proba, y_index, sample_weight=sample_weight)
             )
         else:
-            # n_iter_ runs its EM when read. (The same array as the gate's
-            # below: no memory of its own, and stored once in a pickle.)
+            # n_iter_ runs its EM when read, with the settings of this fit.
+            # (The same array as the gate's below: no memory of its own, and
+            # stored once in a pickle.)
             self._n_iter, self._fit_proba = None, proba
+            self._n_iter_settings = self._estimate_settings()
         self._set_calibration = SetCalibration(
             proba, y_index, self.set_score, sample_weight
         )
@@ -408,7 +410,11 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                 warnings.filterwarnings(
                     "ignore", "The (MLE|MAP) test prior", category=UserWarning
                 )
-                self._n_iter = self._estimate(self._fit_proba).n_passes
+                settings = getattr(self, "_n_iter_settings", None)
+                settings = settings or self._estimate_settings()
+                self._n_iter = estimate_test_prior(
+                    self._fit_proba, self.train_prior_, **settings
+                ).n_passes
         return self._n_iter
 
     def _check_unchanged(self, stream=False):
@@ -431,17 +437,14 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
 
     # -- the prior of a batch ------------------------------------------------------
 
+    def _estimate_settings(self):
+        names = ("method", "solver", "dirichlet_alpha", "max_iter", "tol")
+        return {name: getattr(self, name) for name in names}
+
     @working_dtype_results()
     def _estimate(self, proba):
         return estimate_test_prior(
-            proba,
-            self.train_prior_,
-            method=self.method,
-            solver=self.solver,
-            dirichlet_alpha=self.dirichlet_alpha,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            verbose=self.verbose,
+            proba, self.train_prior_, **self._estimate_settings(), verbose=self.verbose
         )
 
     def test_shift(self, X):
