@@ -18,6 +18,7 @@ from skprior._utils._validation import (
 )
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._solvers import like
+from skprior.label_shift._stream import refuse_one_class
 
 DEFAULT_HORIZONS = (50, 100, 200, 400, 800, 1600, 3200)
 
@@ -54,8 +55,10 @@ class AggregatingPrior:
       back (``docs/results_stream.md``, section 0.0000). Where the posteriors
       carry less than ``min_information`` of the labels' information on the
       prior, the mean of :math:`(\sum_k p_{ik}^2 / q_k - 1) / (K - 1)` over
-      the rows seen (``information_``; 1 for one-hot posteriors, 0 for
-      :math:`p_i = q`), only the batch's are recomputed: there EM to
+      the rows seen (``information_``; 0 for :math:`p_i = q`, 1 for
+      one-hot posteriors of classes seen in the proportions :math:`q`,
+      :math:`(\sum_k \pi_k / q_k - 1)/(K - 1)` for those of a prior
+      :math:`\pi`), only the batch's are recomputed: there EM to
       convergence fits the unlabelled likelihood's noise, and the frozen
       responsibilities, computed nearer :math:`q`, shrink towards it.
       The pseudo-rows keep every class off the simplex's boundary (no class
@@ -115,10 +118,13 @@ class AggregatingPrior:
     there, at a cost of about :math:`\log(1/\alpha)` per switch). Larger
     :math:`\eta` switches faster (``learning_rate``).
 
-    State: at most :math:`M \times K + 4M` floats for :math:`M` experts
-    (:math:`q`, the forgetting and the trend ones), whatever the stream's length;
-    plus the ``recent_rows`` rows' ratios :math:`p/q` and ages ((K + 1) x
-    ``recent_rows`` floats); cost per update :math:`O((b + R)KM)` per EM step
+    State: about :math:`(2H + 3T + 2) K` floats for :math:`H` forgetting
+    and :math:`T` trend horizons (:math:`25K` with the defaults: each
+    horizon's sums, held and frozen, the trends' moments and experts),
+    whatever the stream's length; plus the ``recent_rows`` rows' ratios
+    :math:`p/q` and ages ((K + 1) x ``recent_rows`` floats) while
+    ``information_`` is at least ``min_information``; cost per update
+    :math:`O((b + R)KM)` per EM step
     for :math:`R` = ``recent_rows``. The batch crosses to the host
     once (one transfer, one ``dask.compute`` for Dask): ``b x K`` numbers,
     where the state lives; ``prior_`` is handed back in the batch's
@@ -271,6 +277,7 @@ class AggregatingPrior:
     ):
         given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
+        refuse_one_class(self.train_prior, type(self).__name__)
         self.horizons = _check_horizons(horizons)
         self.trend_horizons, self._trend_of = _check_trend_horizons(
             trend_horizons, self.horizons
@@ -280,7 +287,10 @@ class AggregatingPrior:
         self.concentration = _check_number(
             concentration, "concentration", 0.0, upper=largest
         )
-        self.learning_rate = _check_number(learning_rate, "learning_rate", 0.0)
+        # (beyond 1e100 times a batch's log-likelihood, the weights overflow)
+        self.learning_rate = _check_number(
+            learning_rate, "learning_rate", 0.0, upper=1e100
+        )
         self.margin = _check_number(margin, "margin", 0.0, closed=True)
         self.share = _check_number(share, "share", 0.0, upper=1.0, closed=True)
         if isinstance(em_steps, bool) or not isinstance(em_steps, Integral):
@@ -467,8 +477,10 @@ class AggregatingPrior:
     def information_(self):
         """The share of the labels' information on the prior in the rows seen.
 
-        ``(mean_i sum_k p_ik^2 / q_k - 1) / (K - 1)``: 1 for one-hot
-        posteriors, 0 for posteriors equal to ``q``, 0 before any row.
+        ``(mean_i sum_k p_ik^2 / q_k - 1) / (K - 1)``: 0 for posteriors
+        equal to ``q`` and before any row; 1 for one-hot posteriors of
+        classes seen in the proportions ``q`` (not a share beyond that: one-hot
+        rows of a class rarer in ``q`` than in the stream give more than 1).
         """
         k = len(self.train_prior)
         mean = self._chi_square / self.n_seen_ if self.n_seen_ else 1.0

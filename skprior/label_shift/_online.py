@@ -75,7 +75,7 @@ class StreamState:
             self.monitor = StreamShiftMonitor(
                 est._no_shift.reference, n_classes, bet_share=BET_SHARE
             )
-        if method == "known":
+        if method == "known" or n_classes < 2:  # (one class: its prior is 1)
             return
         confusion = method in ("bbse", "rlls")
         if est.online == "aggregate" and not confusion:
@@ -304,6 +304,10 @@ class OnlineMixin:
             The estimator, with ``online_prior_`` and ``n_seen_`` updated.
         """
         self._check_unchanged(stream=True)
+        # (every parameter checked before the state changes: a call that
+        # raises on set_params(shift_level=2.0) or max_iter=-1 halfway
+        # counted the batch in n_seen_ and the shift test, not the estimate)
+        self._validate_params()
         proba = self._inner_proba(X)
         self._stream.update(self, proba)
         self._publish_stream(proba)
@@ -317,7 +321,9 @@ class OnlineMixin:
         estimate. As :meth:`predict_proba` leaves a batch without shift as it
         is, the prior is ``w * online_prior_ + (1 - w) * train_prior_`` with
         ``w = online_weight_``: 1 once the stream is found shifted
-        (``online_shifted_``), 0 before but for the stream's first rows.
+        (``online_shifted_``), 0 before but for the stream's first rows. A
+        row sure of a class that ``online_prior_`` puts at exactly 0 keeps its
+        own posterior.
 
         Parameters
         ----------
@@ -332,5 +338,13 @@ class OnlineMixin:
         self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
         stream = self._stream
-        prior = stream.prior if self.shift_level is None else stream.predicted_prior()
+        # (the published weight: shift_level set to None takes effect, as any
+        # setting of the stream, at the next update_prior)
+        prior = stream.predicted_prior()
+        if np.any(prior == 0):
+            # A tracker's exact zeros (FTH's projection, the cumulative MLE)
+            # rule classes out that a new row may be sure of: its adjusted
+            # mass is 0, and it would get the prior's mode. A trace of the
+            # start keeps that row's own posterior; the others are unchanged.
+            prior = (1.0 - 1e-12) * prior + 1e-12 * stream.start
         return reweight(proba, self.train_prior_, prior)

@@ -85,6 +85,15 @@ def _check_estimate(estimate, n_classes):
     return arr
 
 
+def refuse_one_class(train_prior, tracker):
+    """Refuse a training prior of one class (each batch would be refused)."""
+    if len(train_prior) < 2:
+        raise ValueError(
+            f"{tracker} needs at least 2 classes; train_prior has one, whose "
+            f"prior is 1 whatever the rows. There is nothing to track."
+        )
+
+
 def _start(start):
     """A tracker's starting prediction, checked, on the host."""
     return check_prior(
@@ -166,7 +175,7 @@ class CumulativePrior:
     than the final one; as the window is exact and each fold happens at the
     freshest estimate, the gap to the batch MLE stays well below the
     estimate's statistical error. Measured on the CIFAR-100 outputs
-    (``benchmarks/bench_stream.py``, ``tests/test_stream.py``): after 20,000
+    (``benchmarks/bench_stream.py``, ``tests/label_shift/test_stream.py``): after 20,000
     rows in batches of 10, the L1 distance to the batch MLE is about 0.02,
     against an L1 error of the batch MLE to the true prior of about 0.13.
 
@@ -223,6 +232,7 @@ class CumulativePrior:
     ):
         given = on_host(train_prior)
         self.train_prior = check_train_prior(given, prior_length(given, "train_prior"))
+        refuse_one_class(self.train_prior, type(self).__name__)
         # (the M-step divides by N + K (a - 1): beyond about 1e300 pseudo-rows
         # it overflows, and the estimate is 0 / inf; any a past 1e12 already
         # pins the estimate to uniform)

@@ -12,9 +12,11 @@ from sklearn.linear_model import LogisticRegression
 
 from skprior import (
     FLHFTL,
+    AggregatingPrior,
     CumulativePrior,
     FollowTheHistory,
     PriorAdaptedClassifier,
+    adjust_to_prior,
     estimate_source_prior,
     estimate_test_prior,
 )
@@ -458,3 +460,80 @@ def test_a_one_class_stream_keeps_the_prior_of_one(method, online, shift_level):
     np.testing.assert_array_equal(wrapper.online_prior_, [1.0])
     np.testing.assert_array_equal(wrapper.predict_proba(X[:4]), np.ones((4, 1)))
     np.testing.assert_array_equal(wrapper.predict_proba_online(X[:4]), np.ones((4, 1)))
+
+
+@pytest.mark.parametrize("online", ["cumulative", "fth"])
+def test_a_row_sure_of_a_class_the_stream_rules_out_keeps_its_posterior(online):
+    """A tree's hard posteriors, a stream of class-0 rows: the tracker's
+    prior is exactly [1, 0, 0]. A new row sure of class 1 had adjusted mass 0
+    and got the prior's mode, [1, 0, 0]; it keeps its own posterior."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = make_blobs(3000, centers=3, cluster_std=0.5, random_state=0)
+    est = PriorAdaptedClassifier(
+        DecisionTreeClassifier(random_state=0), online=online, shift_level=None
+    ).fit(X[:1500], y[:1500])
+    est.update_prior(X[1500:][y[1500:] == 0][:20])
+    assert np.all(est.online_prior_[1:] == 0)
+    rows = X[1500:][y[1500:] == 1][:3]
+    np.testing.assert_array_equal(est.estimator_.predict_proba(rows)[:, 1], 1.0)
+    np.testing.assert_allclose(est.predict_proba_online(rows), [[0, 1, 0]] * 3)
+    # (rows the prior allows are as before: reweighted to the prior)
+    zeros = X[1500:][y[1500:] == 0][20:23]
+    np.testing.assert_allclose(est.predict_proba_online(zeros), [[1, 0, 0]] * 3)
+
+
+@pytest.mark.filterwarnings("ignore:The MLE test prior:UserWarning")  # (10 rows)
+def test_a_call_that_raises_leaves_the_stream_as_it_was():
+    """update_prior after set_params(max_iter=-1) or shift_level=2.0 raised
+    halfway, with the batch already counted in n_seen_ and the shift test:
+    parameters are checked first, so a retry counts the batch once."""
+    X, y = make_blobs(3000, centers=3, cluster_std=3.0, random_state=0)
+    est = PriorAdaptedClassifier(LogisticRegression(), online="fth")
+    est.fit(X[:1500], y[:1500])
+    est.update_prior(X[1500:1510])
+    state = pickle.dumps(est._stream)
+    for bad in ({"max_iter": -1}, {"shift_level": 2.0}):
+        est.set_params(**bad)
+        with pytest.raises(ValueError):
+            est.update_prior(X[1510:1520])
+        assert pickle.dumps(est._stream) == state
+        est.set_params(max_iter=10_000, shift_level=0.01)
+    est.update_prior(X[1510:1520])
+    assert est.n_seen_ == 20
+
+
+def test_the_online_weight_is_the_one_the_prediction_uses():
+    """set_params(shift_level=None) mid-stream takes effect at the next
+    update_prior, as every stream setting: until then the prediction is the
+    published w * online_prior_ + (1 - w) * train_prior_ (it jumped to w = 1
+    while online_weight_ still read 0.09)."""
+    X, y = make_blobs(3000, centers=3, cluster_std=3.0, random_state=0)
+    est = PriorAdaptedClassifier(LogisticRegression(), online="cumulative")
+    est.fit(X[:1500], y[:1500])
+    est.update_prior(X[1500:1510])
+    assert 0 < est.online_weight_ < 1
+
+    def published():
+        w = est.online_weight_
+        prior = w * est.online_prior_ + (1 - w) * est.train_prior_
+        return adjust_to_prior(inner, est.train_prior_, prior)
+
+    inner = est.estimator_.predict_proba(X[:5])
+    est.set_params(shift_level=None)
+    np.testing.assert_allclose(est.predict_proba_online(X[:5]), published())
+    est.update_prior(X[1510:1520])
+    assert est.online_weight_ == 1.0
+    np.testing.assert_allclose(est.predict_proba_online(X[:5]), published())
+
+
+@pytest.mark.parametrize("tracker", [CumulativePrior, AggregatingPrior])
+def test_a_tracker_of_one_class_is_refused_when_built(tracker):
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        tracker([1.0])
+
+
+def test_an_overflowing_learning_rate_is_refused():
+    """1e308 times a log-likelihood overflows the weights: NaN before."""
+    with pytest.raises(ValueError, match="learning_rate"):
+        AggregatingPrior([0.5, 0.5], learning_rate=1e308)
