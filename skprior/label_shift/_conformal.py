@@ -56,7 +56,7 @@ _LEVEL_SLACK = 1e-12
         **SET_CONSTRAINTS,
         **constraints(test_prior="optional_prior", train_prior="optional_prior"),
         **constraints(sample_weight="optional_array"),
-        "random_state": ["random_state"],
+        "random_state": ["random_state", np.random.Generator],
     },
     prefer_skip_nested_validation=True,
 )
@@ -146,7 +146,7 @@ def conformal_prediction_set(
     sample_weight : array-like of shape (n_calibration,), default=None
         Frequency weights of the calibration rows (a row of weight 2 counts
         as two rows); they multiply :math:`w(Y_i)`.
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState, numpy.random.Generator or None, default=None
         The :math:`U` of ``"aps_randomized"`` (one per calibration and test
         row, drawn on the host: the same sets in every namespace).
 
@@ -175,7 +175,8 @@ def conformal_prediction_set(
     :math:`\pi`, the coverage is that of the estimate: a batch's prior error
     moves the coverage by about :math:`\sum_k (\pi_k - \hat\pi_k)
     F_k(t)`. A class with too few calibration rows for ``alpha`` (fewer than
-    about :math:`(1 - \alpha)/\alpha` in ``"class"`` mode) gets
+    about :math:`(1 - \alpha)/\alpha` in ``"class"`` mode with
+    ``delta=None``; 25 at ``alpha=0.1`` with the default ``delta``) gets
     :math:`t = +\infty` and is in every set; a warning names it.
 
     References
@@ -215,7 +216,10 @@ def conformal_prediction_set(
     y = check_class_indices(y, n_cal, n_classes, name="proba_cal")
     weights = check_sample_weight(sample_weight, n_cal)
     ratio = prior_ratio(mode, test_prior, train_prior, y, weights, n_classes)
-    rng = check_random_state(random_state) if score == "aps_randomized" else None
+    rng = None
+    if score == "aps_randomized":  # (a Generator too, as the intervals take)
+        generator = isinstance(random_state, np.random.Generator)
+        rng = random_state if generator else check_random_state(random_state)
     u_cal = None if rng is None else rng.random(n_cal)
     u_test = None if rng is None else rng.random(proba_test.shape[0])
     cal_scores = true_class_scores(proba_cal, y, score, u_cal)
@@ -336,15 +340,21 @@ def _spread(scores, y, row_weights, threshold, n_classes):
     are Bernoulli(:math:`F_k(t)`): the share :math:`\sum_i w_i [V_i \le t] /
     \sum_i w_i` has variance :math:`\sum_k \sum_{i \in k} w_i^2 F_k(1 - F_k)
     / (\sum_i w_i)^2`, with :math:`F_k` estimated by the class's weighted
-    share.
+    share plus half a row (Jeffreys' ``(b + 1/2) / (n + 1)``, each row at
+    the class's mean weight): the plain share is 1 whenever the quantile is
+    a class's largest score, and its variance 0 then gave no raise at all
+    (9 rows of a class at alpha 0.1: coverage >= 0.9 over calibration sets
+    with probability 0.61, not 1 - delta; 10 to 23 rows: in every set).
     """
     total = np.bincount(y, weights=row_weights, minlength=n_classes)
     below = np.bincount(
         y, weights=row_weights * (scores <= threshold), minlength=n_classes
     )
     squares = np.bincount(y, weights=row_weights**2, minlength=n_classes)
+    rows = np.bincount(y, weights=row_weights > 0, minlength=n_classes)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total > 0, below / total, 0.0)
+        half = np.where(rows > 0, total / rows, 0.0) / 2  # (half a mean row)
+        share = np.where(total > 0, (below + half) / (total + 2 * half), 0.0)
     variance = np.sum(squares * share * (1.0 - share))
     return np.sqrt(variance) / total.sum() if total.sum() > 0 else 0.0
 
@@ -392,7 +402,7 @@ def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None, delta
             row_weights = weights * np.where(weights > 0, ratio[y], 0.0)
         thresholds = _one_quantile(scores, y, row_weights, own, alpha, z, n_classes)
     always = np.flatnonzero(np.isinf(thresholds))
-    if always.size:
+    if always.size and n_classes > 1:  # (one class is every set anyway)
         warn_user(
             f"Classes {always[:10].tolist()} are in every prediction set: the "
             f"calibration rows of "

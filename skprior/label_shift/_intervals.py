@@ -173,10 +173,10 @@ from skprior.label_shift._interval_moments import (
     check_calibration,
 )
 from skprior.label_shift._repeats import (
+    batch_repeats,
     class_repeats,
     cluster_spread,
     group_classes,
-    repeated_rows,
 )
 from skprior.label_shift._solvers import like, solve_prior
 
@@ -292,7 +292,7 @@ def delta_interval(fit, level, target, calibration):
             (prior * (1.0 / n_samples + prior / counts))[:, None] * class_means
         )
         spread = moments[3] - between
-    clusters = repeated_rows(xp, proba, keys)
+    clusters = batch_repeats(xp, proba, keys, calibration)
     if clusters is not None:
         means = {
             "prior": np.tile(mean_gradient, (n_classes, 1)),
@@ -466,11 +466,11 @@ def _resample_batch(pools, counts, rng, repeats=None):
     return np.concatenate(chosen)
 
 
-def _clusters_of(proba, train_prior, prior):
-    """:func:`repeated_rows` of the batch (one pass for the keys)."""
+def _clusters_of(proba, train_prior, prior, calibration):
+    """:func:`batch_repeats` of the batch (one pass for the keys)."""
     xp, _ = get_namespace(proba)
     (keys,) = to_host(xp, batch_moments(proba, train_prior, prior, keys=True)[2])
-    return repeated_rows(xp, proba, keys)
+    return batch_repeats(xp, proba, keys, calibration)
 
 
 def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
@@ -479,7 +479,7 @@ def bootstrap_interval(fit, level, target, calibration, n_resamples, rng):
     n_samples, n_classes = proba.shape
     source = proba if calibration is None or target == "prior" else calibration.proba
     xp, _ = get_namespace(source)
-    clusters = _clusters_of(proba, train, prior)
+    clusters = _clusters_of(proba, train, prior, calibration)
     if target == "batch":
         counts = _counts(prior, n_samples)
         if clusters is not None:  # (the single rows fill the counts up)

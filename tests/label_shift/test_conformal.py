@@ -67,7 +67,10 @@ def naive_level(values, labels, weights, level, z, n_classes):
         mass = sum(weights[i] for i in rows)
         if mass == 0:
             continue
-        share = sum(weights[i] for i in rows if values[i] <= plain) / mass
+        # (Jeffreys: half a row of the class's mean weight below, half above)
+        half = mass / sum(1 for i in rows if weights[i] > 0) / 2
+        below = sum(weights[i] for i in rows if values[i] <= plain)
+        share = (below + half) / (mass + 2 * half)
         variance += sum(weights[i] ** 2 for i in rows) * share * (1 - share)
     return level + z * np.sqrt(variance) / total
 
@@ -192,8 +195,10 @@ def test_sets_equal_the_naive_reference(synthetic, mode, priors, score, delta):
         np.testing.assert_array_equal(got, want)
 
 
-def test_randomized_aps_equals_the_naive_reference(synthetic):
-    """The U of each row is drawn on the host from random_state: cal rows first."""
+@pytest.mark.parametrize("generator", [False, True])
+def test_randomized_aps_equals_the_naive_reference(synthetic, generator):
+    """The U of each row is drawn on the host from random_state: cal rows
+    first. A numpy Generator is taken too, as the intervals take it."""
     proba_cal, y_cal, proba_test, _ = synthetic
     got = conformal_prediction_set(
         proba_cal,
@@ -202,10 +207,10 @@ def test_randomized_aps_equals_the_naive_reference(synthetic):
         score="aps_randomized",
         test_prior=[0.6, 0.25, 0.1, 0.05],
         delta=None,
-        random_state=3,
+        random_state=np.random.default_rng(3) if generator else 3,
     )
-    rng = np.random.RandomState(3)
-    u_cal, u_test = rng.random_sample(len(y_cal)), rng.random_sample(len(proba_test))
+    rng = np.random.default_rng(3) if generator else np.random.RandomState(3)
+    u_cal, u_test = rng.random(len(y_cal)), rng.random(len(proba_test))
     want = naive_sets(
         proba_cal,
         y_cal,
@@ -527,3 +532,27 @@ def test_a_one_class_model_fits_and_reads_n_iter():
     wrapper = PriorAdaptedClassifier(DecisionTreeClassifier()).fit(X, np.zeros(10, int))
     assert wrapper.n_iter_ == 1
     np.testing.assert_array_equal(wrapper.predict_set(X), np.ones((10, 1), bool))
+
+
+def test_the_training_conditional_level_grows_with_the_rows_of_a_class():
+    """mode="class" at the default delta: a class is in every set until it has
+    enough rows, then never again. At 9 rows (alpha 0.1) the plain share at
+    the quantile was 1, its variance 0 and the level not raised: a finite
+    threshold that covers 0.9 over calibration sets with probability 0.61
+    (0.9**9 below), while 10 to 23 rows put the class in every set."""
+    from skprior.label_shift._conformal import set_thresholds
+
+    rng = np.random.default_rng(0)
+    finite = []
+    for n_rows in range(5, 41):
+        scores = rng.random(n_rows + 50)
+        y = np.r_[np.zeros(n_rows, int), np.ones(50, int)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            thresholds = set_thresholds(
+                scores, y, 2, 0.1, "class", np.ones(len(y)), delta=0.15
+            )
+        finite.append(np.isfinite(thresholds[0]))
+    first = finite.index(True)
+    assert all(finite[first:]) and not any(finite[:first])
+    assert 5 + first > 18  # (exactly: 0.9**n <= 0.15 from n = 18 rows)

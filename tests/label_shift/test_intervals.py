@@ -765,3 +765,24 @@ def test_calibration_weights_count_as_repeated_rows(data, weights, method):
     np.testing.assert_allclose(np.stack([low, high]), expected, atol=1e-10)
     unweighted = estimate.confidence_interval(calibration=(proba_cal, y_cal))
     assert not np.allclose(np.stack([low, high]), unweighted, atol=1e-4)
+
+
+def test_ties_of_a_discrete_model_are_not_repeated_inputs(data, repeated):
+    """Where the calibration set's own rows tie (a tree, k-NN's vote shares:
+    distinct inputs, one posterior), a batch's identical rows are independent
+    draws that tie: counted once each, as distinct rows, not as one input
+    repeated (a 20-NN's intervals were 3x wider than their coverage needs)."""
+    proba_cal, y_cal = data[3]
+    grid = np.round(proba_cal * 20)
+    discrete = (grid / grid.sum(axis=1, keepdims=True), y_cal)
+    estimate = estimate_test_prior(repeated, UNIFORM, tol=1e-12)
+    independent = repeated + np.arange(len(repeated))[:, None] * 1e-13
+    alone = estimate_test_prior(independent, UNIFORM, tol=1e-12)
+    for method in ("delta", "bootstrap"):
+        options = {"method": method, "n_resamples": 20, "random_state": 0}
+        got = estimate.confidence_interval(calibration=discrete, **options)
+        want = alone.confidence_interval(calibration=discrete, **options)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    counted = estimate.confidence_interval(calibration=data[3])
+    low, high = alone.confidence_interval(calibration=data[3])
+    assert np.all(counted[1] - counted[0] > 1.1 * (high - low))
