@@ -108,9 +108,9 @@ class PriorEstimate:
 
         The delta method from the observed information of the mixture
         likelihood at the estimate (one more pass over the batch, and one over
-        ``calibration`` when given: a single ``dask.compute``, and a second
-        only to fetch rows that the batch repeats; identical rows count as one
-        draw), or the bootstrap; the derivation is in
+        ``calibration`` when given: one ``dask.compute``; where the batch
+        repeats rows, more to fetch them and the calibration set's own ties;
+        identical rows count as one draw), or the bootstrap; the maths is in
         ``skprior/label_shift/_intervals.py``.
 
         ``target="batch"`` (the default) covers the batch's own proportions

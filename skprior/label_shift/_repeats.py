@@ -12,7 +12,13 @@ import typing
 
 import numpy as np
 
-from skprior._utils._array_api import device_of, from_host, to_host, work_dtype
+from skprior._utils._array_api import (
+    device_of,
+    from_host,
+    get_namespace,
+    to_host,
+    work_dtype,
+)
 
 
 def hash_vector(n_classes):
@@ -133,7 +139,13 @@ def discrete_outputs(xp, proba, share=0.01):
 
 
 def batch_repeats(xp, proba, keys, calibration):
-    """The batch's repeated rows; None where the calibration set's rows tie."""
-    if calibration is not None and discrete_outputs(xp, calibration.proba):
-        return None
-    return repeated_rows(xp, proba, keys)
+    """The batch's repeated rows; None where the calibration set's rows tie.
+
+    (The calibration set is read for its ties only where the batch has
+    repeats: one more pass, one more compute for Dask, only then.)
+    """
+    repeats = repeated_rows(xp, proba, keys)
+    if repeats is None or calibration is None:
+        return repeats
+    cal_xp = get_namespace(calibration.proba)[0]
+    return None if discrete_outputs(cal_xp, calibration.proba) else repeats
