@@ -673,3 +673,21 @@ def test_joint_confusion_matrix_counts_each_chunk_compactly():
         assert peak < 4e6, peak  # (a 1000 x 2,500 float64 one-hot: 20 MB)
         # the validation of the rows, the labels (the weights), the counting
         assert counter.count == (3 if w is None else 4)
+
+
+def test_prior_interval_with_repeated_rows_and_a_calibration_set(outputs):
+    """A batch that repeats rows, with a Dask calibration set: its ties are
+    looked for (continuous outputs: none), and the interval equals NumPy's."""
+    proba, labels = outputs
+    batch = proba[np.random.default_rng(0).integers(500, size=1000)]
+    train = np.full(10, 0.1)
+    numpy_given = (proba[1000:], labels[1000:])
+    expected = estimate_test_prior(batch, train).confidence_interval(
+        calibration=numpy_given
+    )
+    calibration = (_lazy(proba[1000:]), da.from_array(labels[1000:], chunks=450))
+    low, high = estimate_test_prior(_lazy(batch), train).confidence_interval(
+        calibration=calibration
+    )
+    np.testing.assert_allclose(low.compute(), expected[0], atol=1e-9)
+    np.testing.assert_allclose(high.compute(), expected[1], atol=1e-9)
