@@ -16,6 +16,7 @@ from scipy.special import expit
 from sklearn.utils.validation import check_is_fitted
 
 from skprior._utils._array_api import working_dtype_results
+from skprior._utils._constraints import check_level
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
@@ -160,9 +161,19 @@ class StreamState:
     def update(self, est, proba):
         """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``."""
         n_rows = proba.shape[0]
-        self.n_seen += n_rows
         if proba.shape[1] == 1:  # (one class: its prior is 1, whatever the rows)
+            self.n_seen += n_rows
             return
+        # What can raise on the wrapper's settings runs before the state
+        # changes (a call that raised on set_params(shift_level=2.0) or
+        # max_iter=-1 had counted the batch in n_seen and the shift test):
+        # the level, and the drift trackers' estimate of the batch.
+        check_level(est.shift_level, optional=True)
+        drift = self.counts is None and isinstance(
+            self.tracker, (FollowTheHistory, FLHFTL)
+        )
+        estimate = self._batch_estimate(est, proba) if drift else None
+        self.n_seen += n_rows
         if not self.shifted and est.shift_level is None:
             self.shifted = True  # (set to None after the stream began)
         elif not self.shifted:
@@ -199,7 +210,6 @@ class StreamState:
                     )
                 self.prior = on_host(self.tracker.update(proba).prior_)
         elif self.tracker is not None:
-            estimate = self._batch_estimate(est, proba)
             self.prior = on_host(self.tracker.update(estimate).prior_)
 
     def _batch_estimate(self, est, proba):
@@ -304,10 +314,6 @@ class OnlineMixin:
             The estimator, with ``online_prior_`` and ``n_seen_`` updated.
         """
         self._check_unchanged(stream=True)
-        # (every parameter checked before the state changes: a call that
-        # raises on set_params(shift_level=2.0) or max_iter=-1 halfway
-        # counted the batch in n_seen_ and the shift test, not the estimate)
-        self._validate_params()
         proba = self._inner_proba(X)
         self._stream.update(self, proba)
         self._publish_stream(proba)
