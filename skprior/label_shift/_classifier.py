@@ -420,8 +420,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
     def _check_unchanged(self, stream=False):
         """Refuse parameters changed by ``set_params`` since the state was built.
 
-        ``method`` since ``fit``, and for the stream ``online*`` since
-        ``reset_prior``: what the state holds was computed for the old ones.
+        ``method`` since ``fit``, and for the stream the settings its tracker
+        was built with (``_online.online_params``) since ``reset_prior``: what
+        the state holds was computed for the old ones.
         """
         check_is_fitted(self)
         if self._is_multilabel():

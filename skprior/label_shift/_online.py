@@ -43,12 +43,27 @@ SHIFT_ODDS = 0.1
 
 
 def online_params(est):
-    """The settings of the wrapper ``est`` that its stream's state was built for."""
-    params = (est.online, est.online_budget, est.online_learning_rate)
-    if est.online == "cumulative":
-        # (its tracker keeps the estimator's settings from the stream's start)
-        alpha = est.dirichlet_alpha if est.method == "map" else None
-        params += (alpha, est.solver, est.max_iter, est.tol)
+    """The settings of the wrapper ``est`` that its stream's state keeps.
+
+    ``online`` and the settings its tracker was built with: the budget and
+    the estimator's settings of ``"cumulative"`` (not for BBSE and RLLS, whose
+    stream counts predictions), the learning rate of ``"flh-ftl"``. Any other
+    setting acts at the next batch, or not at all on the stream, and may
+    change mid-stream (``online_budget`` under ``"aggregate"`` was refused).
+    """
+    if est.method == "known":  # (no tracker: the known prior)
+        return {}
+    params = {"online": est.online}
+    if est.online == "cumulative" and est.method not in ("bbse", "rlls"):
+        params.update(
+            online_budget=est.online_budget,
+            dirichlet_alpha=est.dirichlet_alpha if est.method == "map" else None,
+            solver=est.solver,
+            max_iter=est.max_iter,
+            tol=est.tol,
+        )
+    elif est.online == "flh-ftl":
+        params["online_learning_rate"] = est.online_learning_rate
     return params
 
 
@@ -104,12 +119,19 @@ class StreamState:
 
     def check_params(self, est):
         """Refuse the stream settings of ``est`` changed since the stream began."""
-        if self.params != online_params(est):
+        now = online_params(est)
+        # (a state pickled before the settings were named holds a tuple)
+        before = self.params if isinstance(self.params, dict) else {}
+        if before != now:
+            changed = [
+                key for key in {**before, **now} if before.get(key) != now.get(key)
+            ]
+            if before.get("online") != now.get("online"):  # (the rest follow it)
+                changed = ["online"]
             raise ValueError(
-                "online, online_budget or online_learning_rate (with "
-                "online='cumulative' also dirichlet_alpha, solver, max_iter or "
-                "tol) was changed since the stream began; call reset_prior() to "
-                "start a stream with them."
+                f"{', '.join(changed)} changed since the stream began (the "
+                f"stream's tracker was built with them); call reset_prior() to "
+                f"start a stream with the new settings."
             )
 
     @property
