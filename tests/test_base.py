@@ -1,6 +1,7 @@
 """What every wrapper shares: the inner model, the training prior, the protocol."""
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -549,12 +550,44 @@ def test_codes_for_other_integer_classes_are_read_with_a_warning(data):
 
 
 def test_codes_that_could_be_classes_are_not_read_as_positions(data):
-    """Codes are read as positions only when none of them is a class: labels
-    that are partly classes are refused as unknown, not reinterpreted."""
+    """Codes partly classes are read as positions only when they are every
+    position: labels [0, 1] for classes 1, 2, 3 (a label 0 by mistake, or
+    codes without class 2) are refused as unknown, not reinterpreted."""
     X_train, X_val, y_train, y_val = data
     model = LogisticRegression().fit(X_train, y_train + 1)  # classes 1, 2, 3
+    kept = y_val < 2
     with pytest.raises(ValueError, match=r"labels \[0\] that the classifier"):
-        CANClassifier(model).fit(X_val, y_val)
+        CANClassifier(model).fit(X_val[kept], y_val[kept])
+
+
+@pytest.mark.parametrize("shift", [[1, 2, 3], [0, 2, 5]])
+def test_every_position_around_overlapping_integer_classes_is_read_so(
+    make_wrapper, data, shift
+):
+    """VotingClassifier, BaggingClassifier, StackingClassifier and
+    cross_val_predict pass their estimators y label-encoded 0..K-1: around a
+    model of classes [1, 2, 3] or [0, 2, 5] they were refused (FrozenEstimator
+    works there). Every position present: read as positions, with a warning,
+    and the same fit as the model's own labels; the meta-estimators work."""
+    from sklearn.ensemble import VotingClassifier
+
+    X_train, X_val, y_train, y_val = data
+    classes = np.array(shift)
+    model = LogisticRegression().fit(X_train, classes[y_train])
+    by_label = make_wrapper(model).fit(X_val, classes[y_val])
+    with pytest.warns(UserWarning, match=r"read as column positions \(0 as 1|0 as 0"):
+        by_code = make_wrapper(model).fit(X_val, y_val)
+    np.testing.assert_allclose(
+        by_code.predict_proba(X_val), by_label.predict_proba(X_val), rtol=1e-12
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        voting = VotingClassifier([("w", make_wrapper(model))], voting="soft")
+        voting.fit(X_val, classes[y_val])
+    np.testing.assert_allclose(
+        voting.predict_proba(X_val), by_label.predict_proba(X_val), rtol=1e-12
+    )
+    np.testing.assert_array_equal(voting.classes_, classes)
 
 
 def test_set_params_of_get_params_is_a_no_op_around_a_fitted_model(
@@ -591,12 +624,14 @@ def test_a_fitted_precomputed_kernel_model_in_grid_search(make_wrapper):
 
 
 def test_encoded_labels_around_integer_classes_get_a_hint(data, fitted_model):
-    """y of positions 0..K-1 around a model of classes 1..K (cross_val_predict
-    and StackingClassifier encode y so): the error says so and names fixes."""
+    """y of positions without every one of them, around a model of classes
+    1..K (a fold of label-encoded y without class 0's code): the error says
+    so and names fixes."""
     _, X_val, _, y_val = data
     model = LogisticRegression().fit(X_val, y_val + 1)
+    kept = y_val < 2
     with pytest.raises(ValueError, match="looks label-encoded.*0..2"):
-        CANClassifier(model).fit(X_val, y_val)
+        CANClassifier(model).fit(X_val[kept], y_val[kept])
 
 
 def test_a_model_without_classes_is_refused_clearly(data):

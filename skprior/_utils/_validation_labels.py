@@ -94,13 +94,16 @@ def encode_labels(
 
     Raises a ``ValueError`` naming the labels that ``classes`` does not hold.
     With ``positions=True``, labels that are all column positions
-    ``0..n_classes-1`` and none of them a class are read as positions: this
-    is how scikit-learn's ``cross_val_predict`` passes ``y`` for
-    ``method="predict_proba"`` (label-encoded, in the sorted order of the
-    classes), and how ``CalibratedClassifierCV`` reads it around a frozen
-    model; it warns, since the same ``y`` may be another model's labels
-    (``0..2`` for classes ``[5, 6, 7]``). Labels that could be classes are
-    never read as positions.
+    ``0..n_classes-1``, some of them not a class, are read as positions when
+    none of them is a class or they are every position: this is how
+    scikit-learn's ``cross_val_predict`` passes ``y`` for
+    ``method="predict_proba"``, and ``VotingClassifier``, ``BaggingClassifier``
+    and ``StackingClassifier`` to their estimators (label-encoded, in the
+    sorted order of the classes), and how ``CalibratedClassifierCV`` reads it
+    around a frozen model; it warns, since the same ``y`` may be another
+    model's labels (``0..2`` for classes ``[5, 6, 7]``). Labels partly
+    classes that are not every position (``[0, 1]`` for classes ``[1, 2,
+    3]``: a label 0 by mistake, or codes without a class) are refused.
     """
     position = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
     uniques, inverse = np.unique(np.asarray(y), return_inverse=True)
@@ -110,10 +113,11 @@ def encode_labels(
         classes = np.asarray(classes).tolist()
         read = ", ".join(f"{i} as {classes[i]!r}" for i in uniques.tolist()[:5])
         warn_user(
-            f"{name} holds integers {uniques.tolist()[:10]} and none of them is "
-            f"a class of the model ({classes[:20]}): they are read as column "
-            f"positions ({read}), as cross_val_predict(method='predict_proba') "
-            f"passes them. If they are labels, pass the model's own labels."
+            f"{name} holds integers {uniques.tolist()[:10]} and {unknown[:10]} "
+            f"{'is' if len(unknown) == 1 else 'are'} not a class of the model "
+            f"({classes[:20]}): they are read as column positions ({read}), as "
+            f"cross_val_predict(method='predict_proba') and VotingClassifier pass "
+            f"them. If they are labels, pass the model's own labels."
         )
         return uniques.astype(np.intp)[inverse.reshape(-1)]
     if unknown:
@@ -122,10 +126,10 @@ def encode_labels(
             hint = (
                 f" {name} looks label-encoded (0..{len(classes) - 1}), as "
                 f"cross_val_predict(method='predict_proba') and StackingClassifier "
-                f"pass it around a fitted model; with integer classes that overlap "
-                f"those positions it cannot be read either way. Fit the model on "
-                f"labels 0..{len(classes) - 1} or on strings, or wrap an unfitted "
-                f"model."
+                f"pass it around a fitted model, but without every position, and "
+                f"with integer classes that overlap those positions it cannot be "
+                f"read either way. Fit the model on labels 0..{len(classes) - 1} "
+                f"or on strings, or wrap an unfitted model."
             )
         raise ValueError(
             f"{name} contains labels {unknown[:10]} that {owner}; the classes are "
@@ -148,14 +152,20 @@ def _looks_encoded(uniques, classes):
 
 
 def _are_positions(uniques, position):
-    """Whether the sorted labels ``uniques`` are column positions, not classes."""
+    """Whether the sorted labels ``uniques`` (some not a class) are positions.
+
+    They are when they are column positions and none is a class, or they are
+    every position ``0..K-1`` (label-encoded ``y`` around integer classes that
+    overlap them, ``[1, 2, 3]`` or ``[0, 2, 5]``: labels missing a class and
+    holding a non-class in its stead are a rarer mistake, and warned of).
+    """
     if uniques.dtype.kind not in "iu" or not uniques.size:
         return False
     values = uniques.tolist()
-    return (
-        values[0] >= 0
-        and values[-1] < len(position)
-        and not any(value in position for value in values)
+    if values[0] < 0 or values[-1] >= len(position):
+        return False
+    return values == list(range(len(position))) or not any(
+        value in position for value in values
     )
 
 
