@@ -120,7 +120,7 @@ class LabelOutputs:
 
     @contextlib.contextmanager
     def batch(self, X):
-        self._batch = (X, {})
+        self._batch = (X, {}, [])
         try:
             yield self
         finally:
@@ -130,9 +130,22 @@ class LabelOutputs:
         batch = self._batch  # (read once: another thread may end its batch)
         if batch is not None and batch[0] is X:
             if method not in batch[1]:
-                batch[1][method] = self._call(method, X)
+                # The model's warnings are of the whole model, not of the
+                # label whose view asked first: kept apart from the label's,
+                # and re-issued as they came (model_warnings).
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    batch[1][method] = self._call(method, X)
+                batch[2].extend(caught)
             return batch[1][method]
         return self._call(method, X)
+
+    def model_warnings(self):
+        """Re-issue the warnings of the batch's model calls, where they arose."""
+        for caught in self._batch[2] if self._batch is not None else ():
+            warnings.warn_explicit(
+                caught.message, caught.category, caught.filename, caught.lineno
+            )
 
     def _call(self, method, X):
         output = getattr(self.model, method)(X)
@@ -335,13 +348,14 @@ def _outputs(wrapper):
 def label_results(wrapper, method, X):
     """``method(X)`` of each label's estimator, the model predicting ``X`` once."""
     results = []
-    with _outputs(wrapper).batch(X):
+    with _outputs(wrapper).batch(X) as outputs:
         for label, estimator in enumerate(wrapper.label_estimators_):
             try:
                 with label_warnings(label):
                     results.append(getattr(estimator, method)(X))
             except ValueError as error:  # (named as fit names it)
                 raise ValueError(f"Label {label}: {error}") from error
+        outputs.model_warnings()
     return results
 
 

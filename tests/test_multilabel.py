@@ -480,6 +480,30 @@ def test_warnings_name_the_label(letters):
         assert message.endswith(f"(label {label})")
 
 
+def test_the_models_own_warnings_come_as_the_model_gives_them(letters):
+    """The model's warnings at predict time (feature names missing from X) are
+    the whole model's: its own text and place, once, as scikit-learn gives
+    them, not re-issued as label 0's from inside the wrapper."""
+    import pandas as pd
+
+    X_train, X_cal, X_test, Y_train, Y_cal, _ = letters
+    columns = [f"f{j}" for j in range(X_train.shape[1])]
+    model = MultiOutputClassifier(LogisticRegression(max_iter=1000))
+    model.fit(pd.DataFrame(X_train, columns=columns), Y_train)
+    can = CANClassifier(model).fit(pd.DataFrame(X_cal, columns=columns), Y_cal)
+
+    def caught(call):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        return [(str(w.message), w.category, w.filename) for w in seen]
+
+    own = caught(lambda: model.predict_proba(X_test))
+    assert own and all("feature names" in message for message, _, _ in own)
+    assert caught(lambda: can.predict_proba(X_test)) == own
+    assert caught(lambda: can.predict(X_test)) == own
+
+
 # -- scikit-learn's multi-label checks -------------------------------------------------
 
 
