@@ -26,7 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from skprior._cli._common import MEMORY_FACTOR, InputError, check_output_folder
+from skprior._cli._common import (
+    MEMORY_FACTOR,
+    InputError,
+    check_output_folder,
+    library_errors,
+)
 from skprior._cli._io import (
     logits_dtype,
     numeric_matrix,
@@ -127,11 +132,14 @@ def open_outputs(args):
     array = _open(args.outputs, "OUTPUTS")
     if args.logits:
         from skprior import softmax_temperature
+        from skprior._utils._validation import check_logits
 
         # (its first block tells: a pass over the file for this would cost
         # as much as the command)
-        refuse_probabilities(_first_block(array), f"OUTPUTS {args.outputs}")
-        return softmax_temperature(array, 1.0)
+        name = f"OUTPUTS {args.outputs}"
+        refuse_probabilities(_first_block(array), name)
+        # (checked as each block is computed, naming the file, as in memory)
+        return softmax_temperature(check_logits(array, name, False, lazy=True)[0], 1.0)
     from skprior._utils._validation import check_proba
 
     # (checked here, block by block as it is computed, so that an error names
@@ -199,8 +207,13 @@ def open_logits(args, path=None, option="OUTPUTS"):
     array = _open(path, option)
     dtype = logits_dtype(array)
     if args.logits:
+        from skprior._utils._validation import check_logits
+
         refuse_probabilities(_first_block(array), f"{option} {path}")
-        return array.astype(dtype)
+        # (checked block by block as it is computed, naming the file, as in
+        # memory)
+        name = f"{option} {path}"
+        return check_logits(array.astype(dtype), name, False, lazy=True)[0]
     proba = check_proba(
         array, name=f"{option} {path}", logits_fix="pass --logits", lazy=True
     )
@@ -343,12 +356,17 @@ def report_labels(args, outputs):
 
 
 def finish(args, before, after, labels, say):
-    """Write --output block by block and print the report of ``labels``."""
+    """Write --output block by block and print the report of ``labels``.
+
+    A bad row that only these passes compute (a method whose fit read other
+    files) is refused as in memory, by the lazy checks' messages.
+    """
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 
         try:
-            store_lazy(args.output, after)
+            with library_errors():
+                store_lazy(args.output, after)
         except OSError as exc:
             raise InputError(
                 f"--output {args.output} cannot be written ({exc}); nothing was "
@@ -356,5 +374,6 @@ def finish(args, before, after, labels, say):
             ) from exc
         say(args, f"wrote {args.output} block by block")
     if labels is not None:
-        _report(before, after, labels)
+        with library_errors():
+            _report(before, after, labels)
     return 0

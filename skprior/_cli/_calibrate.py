@@ -12,14 +12,13 @@ import numpy as np
 
 from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
-from skprior._cli._common import InputError
+from skprior._cli._common import InputError, library_errors
 from skprior._cli._io import read_logits
 from skprior._cli._progress import bar, ticking
 from skprior._cli._steps import (
     _check_method_options,
     _finish,
     _labels,
-    _library_errors,
     _load,
     _report_labels,
     _say,
@@ -137,7 +136,7 @@ def _calibrate(args):
     labels = _report_labels(args, logits)
     fit_logits, fit_labels = _fit_logits(args, logits)
     start = time.perf_counter()
-    with _library_errors():
+    with library_errors():
         fitted, what = _fit_calibration(args, fit_logits, fit_labels)
     source = args.outputs if args.fit_outputs is None else args.fit_outputs
     _say(args, f"fitted in {time.perf_counter() - start:.1f}s")
@@ -145,7 +144,7 @@ def _calibrate(args):
     del fit_logits, fit_labels
     if not isinstance(logits, np.ndarray):
         before = softmax_temperature(logits, 1.0)
-        with _library_errors():
+        with library_errors():
             after = apply_calibration(logits, fitted)
         return _cli_blocks.finish(args, before, after, labels, _say)
     # In memory: the rows' summaries of --labels before the calibration (for
@@ -156,6 +155,6 @@ def _calibrate(args):
     if labels is not None:
         softmax = partial(softmax_temperature, temperature=1.0)
         old = summaries(args, softmax, logits, labels, "before")
-    with _library_errors():
+    with library_errors():
         after = by_blocks(partial(apply_calibration, fitted=fitted), logits, logits)
     return _finish(args, before, after, labels, fitted, old=old)

@@ -23,7 +23,7 @@ import numpy as np
 from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._calibrate import _calibrate
-from skprior._cli._common import InputError
+from skprior._cli._common import InputError, library_errors
 from skprior._cli._demo import demo
 from skprior._cli._io import (
     check_not_an_input,
@@ -36,7 +36,6 @@ from skprior._cli._steps import (
     _check_method_options,
     _finish,
     _labels,
-    _library_errors,
     _load,
     _note,
     _outputs,
@@ -105,7 +104,7 @@ def _can(args):
         old = summaries(args, None, proba, labels, "before")
     start = time.perf_counter()
     options = {name: getattr(args, name) for name in CAN_OPTIONS}
-    with _library_errors():
+    with library_errors():
         adjusted, n_low, _ = alternating_normalization_counts(
             proba,
             prior,
@@ -197,7 +196,7 @@ def _test_prior(args, proba, train_prior):
             args, args.val_labels, "--val-labels", reference.shape, against
         )
     if args.method in ("bbse", "rlls"):
-        with _library_errors():
+        with library_errors():
             confusion = label_shift.joint_confusion_matrix(reference, labels)
     found = {"how": f"estimated by {args.method.upper()}"}
 
@@ -223,7 +222,7 @@ def _test_prior(args, proba, train_prior):
         return np.asarray(result.prior)  # (computes a Dask estimate)
 
     level = None if args.shift_level == 1 else args.shift_level
-    with _library_errors():
+    with library_errors():
         gate = None if level is None else ShiftGate(reference)
         prior, shift = shift_gated_prior(proba, train_prior, estimate, gate, level)
     if shift is not None:
@@ -259,7 +258,7 @@ def _check_estimate_options(args):
     """The options of the estimate, by the library's constraints."""
     names = dict(shift_level="shift_level", method="prior_method", solver="solver")
     names.update(dirichlet_alpha="dirichlet_alpha", max_iter="max_iter", tol="tol")
-    with _library_errors():
+    with library_errors():
         options = {name: getattr(args, name) for name in names}
         validate_parameter_constraints(constraints(**names), options, "adapt")
 
@@ -281,7 +280,7 @@ def _adapt(args):
         # (out of core, the estimate's passes read the softmax from a file;
         # writing it is the first read of the logits, which checks them)
         with contextlib.ExitStack() as stack:
-            with _library_errors():
+            with library_errors():
                 proba = stack.enter_context(_cli_blocks.softmax_once(args, proba, _say))
             return _adapt_batch(args, proba, labels, train_prior)
     return _adapt_batch(args, proba, labels, train_prior)
@@ -303,7 +302,7 @@ def _adapt_batch(args, proba, labels, train_prior):
             old = summaries(args, None, proba, labels, "before")
         before = None
         adjust = partial(by_blocks, adjust, out=proba)
-    with _library_errors():
+    with library_errors():
         adjusted = adjust(proba)
     # (the values printed are the prior the output is adapted to: without an
     # adaptation, the training prior, and the heading says so)

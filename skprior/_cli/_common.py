@@ -4,7 +4,9 @@ A leaf module (it imports nothing of skprior), so that the parser and the
 commands import it without importing each other.
 """
 
+import contextlib
 import os
+import re
 from pathlib import Path
 
 
@@ -37,3 +39,26 @@ def check_output_folder(path, option):
             f"{option} {path}: the folder {folder} cannot be written (read-only, "
             f"or not yours); choose another folder."
         )
+
+
+# The library's messages name its parameters; the user typed options.
+_PARAMETER = re.compile(r"The '(\w+)' parameter of \w+ ")
+_OPTIONS = {"prior": "--prior", "train_prior": "--prior", "test_prior": "--test-prior"}
+
+
+def _as_option(match):
+    name = match.group(1)
+    return _OPTIONS.get(name, "--" + name.replace("_", "-")) + " "
+
+
+@contextlib.contextmanager
+def library_errors():
+    """Report the library's refusals of bad arguments as input errors.
+
+    Also its refusals of bad rows that lazy (out-of-core) checks raise only
+    when the rows are computed: in the last pass, writing --output.
+    """
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise InputError(_PARAMETER.sub(_as_option, str(exc))) from exc

@@ -94,7 +94,8 @@ def _renormalise_rounded(array, where, note):
     """
     from skprior._utils._validation import _row_sum_tolerance
 
-    if not array.size or array.min() < 0 or array.max() > 1:
+    # (NaN, which fails every comparison, is left to check_proba's error)
+    if not array.size or not (array.min() >= 0 and array.max() <= 1):
         return array
     sums = array.sum(axis=1, dtype=np.float64)
     off = float(np.abs(sums - 1).max())
@@ -108,20 +109,20 @@ def _renormalise_rounded(array, where, note):
 
 
 def _finite_logits(array, where, dtype=np.float64):
-    """``array`` (the caller's own) as ``dtype`` logits, refused unless finite.
+    """``array`` (the caller's own) as ``dtype`` logits, checked as the library does.
 
-    No copy when it has that dtype already, and no temporary of its size:
-    every value of a row is finite when its maximum and minimum are.
+    ``-inf`` is a logit (the log of a zero probability, as the probabilities
+    of OUTPUTS are read); NaN, ``+inf`` and rows of ``-inf`` only are refused
+    (``check_logits``, one pass, no temporary of the array's size), naming the
+    file, as out of core.
     """
+    from skprior._utils._validation import check_logits
+
     array = np.asarray(array, dtype=dtype)
-    with np.errstate(invalid="ignore"):
-        finite = np.isfinite(array.max(axis=1)) & np.isfinite(array.min(axis=1))
-    if not finite.all():
-        row = int(np.flatnonzero(~finite)[0])
-        raise InputError(
-            f"{where}: the logits contain NaN or infinite values (first in row "
-            f"{row}); check the model's outputs."
-        )
+    try:
+        check_logits(array, name=where, as_float64=False)
+    except ValueError as exc:
+        raise InputError(f"{exc} Check the model's outputs.") from exc
     return array
 
 
@@ -183,7 +184,7 @@ def read_outputs(path, *, option="OUTPUTS", key=None, logits=False, note=no_note
 def read_logits(path, *, option="OUTPUTS", key=None, logits=False, note=no_note):
     """Model outputs as logits (n_samples, n_classes), float32 or float64.
 
-    Logits are returned as they are (finite values only); probabilities are
+    Logits are returned as they are (finite or ``-inf``); probabilities are
     validated and their logarithm returned (``-inf`` for exact zeros), whose
     softmax gives the probabilities back. The array read is converted in
     place where its type allows.

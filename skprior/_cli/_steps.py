@@ -6,8 +6,6 @@ the report of --labels, writing --output, and the library's refusals of bad
 arguments turned into input errors that name the options.
 """
 
-import contextlib
-import re
 import sys
 import time
 from functools import partial
@@ -167,25 +165,6 @@ def summaries(args, function, source, labels, which):
             parts.append(row_summaries(values, labels[block]))
             progress.update()
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
-
-
-# The library's messages name its parameters; the user typed options.
-_PARAMETER = re.compile(r"The '(\w+)' parameter of \w+ ")
-_OPTIONS = {"prior": "--prior", "train_prior": "--prior", "test_prior": "--test-prior"}
-
-
-def _as_option(match):
-    name = match.group(1)
-    return _OPTIONS.get(name, "--" + name.replace("_", "-")) + " "
-
-
-@contextlib.contextmanager
-def _library_errors():
-    """Report the library's refusals of bad arguments as input errors."""
-    try:
-        yield
-    except (ValueError, TypeError) as exc:
-        raise InputError(_PARAMETER.sub(_as_option, str(exc))) from exc
 
 
 def _check_method_options(args, table):

@@ -170,7 +170,7 @@ BAD_OUTPUTS = [
     (
         "logits_nan.npy",
         ["--logits"],
-        ["OUTPUTS logits_nan.npy", "NaN or infinite", "check the model's outputs"],
+        ["OUTPUTS logits_nan.npy", "NaN or +inf", "Check the model's outputs"],
     ),  # fmt: skip
     ("empty.csv", [], ["OUTPUTS empty.csv holds no data lines", "one row of numbers"]),
     ("blank.csv", [], ["OUTPUTS blank.csv holds no data lines", "one row of numbers"]),
@@ -240,8 +240,104 @@ def test_bad_logits_out_of_core(folder, capsys, monkeypatch, command):
     """Out of core the logits are checked as their blocks are read (adapt's
     first read writes their softmax to a file): exit 2, not a traceback."""
     argv = _args(command, "logits_nan.npy", "--logits", "--out-of-core")
-    expected = ["NaN or +inf", "first in row"]
+    expected = ["OUTPUTS logits_nan.npy", "NaN or +inf", "first in row"]
     assert _outcome(capsys, monkeypatch, folder, argv, expected) == "clear"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "adapt",
+            "nan.npy",
+            "--prior",
+            PRIOR,
+            "--method",
+            "known",
+            "--test-prior",
+            PRIOR,
+            "-o",
+            "out.npy",
+        ],
+        [
+            "adapt",
+            "nan.npy",
+            "--prior",
+            PRIOR,
+            "--method",
+            "known",
+            "--test-prior",
+            PRIOR,
+            "--labels",
+            "labels.npy",
+        ],
+        [
+            "can",
+            "nan.npy",
+            "--prior",
+            PRIOR,
+            "--reference",
+            "good.npy",
+            "-o",
+            "out.npy",
+        ],
+        [
+            "calibrate",
+            "nan.npy",
+            "--fit-outputs",
+            "good.npy",
+            "--fit-labels",
+            "labels.npy",
+            "-o",
+            "out.npy",
+        ],
+    ],  # fmt: skip
+)
+def test_a_bad_row_first_met_writing_out_of_core_is_an_input_error(
+    folder, capsys, monkeypatch, argv
+):
+    """Out of core, a run whose fit read other files meets OUTPUTS' bad rows
+    only while writing --output or the report: the same one-line error as in
+    memory, not a traceback (exit 1), and no output left."""
+    monkeypatch.chdir(folder)
+    for extra in ([], ["--out-of-core"]):
+        code = main([*argv, *extra])
+        err = capsys.readouterr().err  # (out of core the estimate is printed first)
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert code == 2 and "Traceback" not in err, err
+        assert len(errors) == 1 and "OUTPUTS nan.npy contains NaN" in errors[0]
+        assert not (folder / "out.npy").exists()
+
+
+def test_nan_in_a_text_file_gets_no_rounding_note(folder, capsys, monkeypatch):
+    """A NaN cell fails every comparison: it was taken for rounded rows (a
+    'rows sum to 1 only within nan' note) before the NaN error."""
+    monkeypatch.chdir(folder)
+    assert main(_args("can", "nan.csv")) == 2
+    err = capsys.readouterr().err
+    assert "note:" not in err and "contains NaN" in err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_minus_inf_logits_are_read_in_memory_as_out_of_core(
+    folder, capsys, monkeypatch, command, tmp_path
+):
+    """-inf is a logit (the log of a zero probability: what the command's own
+    advice, numpy.log(proba), gives): refused in memory, it ran out of core.
+    Both now give the same result."""
+    proba = np.load(folder / "good.npy")
+    proba[0] = np.eye(K)[0]
+    with np.errstate(divide="ignore"):
+        np.save(tmp_path / "log.npy", np.log(proba))
+    shutil.copy(folder / "labels.npy", tmp_path / "labels.npy")
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for extra in ([], ["--out-of-core"]):
+        argv = _args(command, "log.npy", "--logits", "-q", "-o", "out.npy", *extra)
+        assert main(argv) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        results.append(np.load(tmp_path / "out.npy"))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-12)
 
 
 # Labels files: (file, what stderr must contain, after the option's name).
