@@ -195,6 +195,18 @@ def _test_prior(args, proba, train_prior):
         labels = _labels(
             args, args.val_labels, "--val-labels", reference.shape, against
         )
+        counts = np.bincount(np.asarray(labels, dtype=np.intp), minlength=n_classes)
+        missing = np.flatnonzero(counts == 0)
+        if args.method in ("mle", "map") and missing.size:
+            # (the interval's recentring needs each class's rows: said now,
+            # not after the passes over the batch)
+            raise InputError(
+                f"--val-labels {args.val_labels} has no row of class "
+                f"{', '.join(map(str, missing[:10]))}: the 95% interval is "
+                f"recentred on the misfit of every class, measured on its rows. "
+                f"Add labelled rows of those classes, or drop --val-labels (the "
+                f"interval then assumes calibrated outputs)."
+            )
     if args.method in ("bbse", "rlls"):
         with library_errors():
             confusion = label_shift.joint_confusion_matrix(reference, labels)

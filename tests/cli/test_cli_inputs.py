@@ -671,3 +671,40 @@ def test_logits_take_the_logits_member_of_an_npz(folder, capsys, tmp_path):
     code = main(["adapt", tmp_path / "both.npz", *identity, "-o", out])  # (predictions)
     assert code == 0
     np.testing.assert_allclose(np.load(out), proba, rtol=1e-10)
+
+
+@pytest.mark.parametrize("command", ["can", "adapt"])
+def test_float16_outputs_out_of_core_as_in_memory(
+    folder, capsys, monkeypatch, command, tmp_path
+):
+    """float16 rows sum to 1 within ~1e-3: in memory they are renormalised;
+    out of core they were refused ('row 41 sums to 1.00037')."""
+    np.save(tmp_path / "p16.npy", np.load(folder / "good.npy").astype(np.float16))
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for extra in ([], ["--out-of-core"]):
+        argv = _args(command, "p16.npy", "--shift-level", "1", "-q", "-o", "out.npy")
+        argv = [
+            a for a in argv if command == "adapt" or a not in ("--shift-level", "1")
+        ]
+        assert main([*argv, *extra]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        results.append(np.load(tmp_path / "out.npy"))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12, atol=1e-15)
+
+
+def test_val_labels_without_a_class_are_refused_before_the_passes(
+    folder, capsys, monkeypatch, tmp_path
+):
+    """MLE's interval is recentred on every class's misfit: --val-labels
+    without a class failed after the passes, in the library's words ('y_cal',
+    'calibration=None'). Now at once, naming the option and the fix."""
+    labels = np.load(folder / "labels.npy")
+    np.save(tmp_path / "val_y.npy", np.where(labels == K - 1, K - 2, labels))
+    shutil.copy(folder / "good.npy", tmp_path / "good.npy")
+    monkeypatch.chdir(tmp_path)
+    argv = _args("adapt", "good.npy", "--val-outputs", "good.npy", "--val-labels")
+    assert main([*argv, "val_y.npy"]) == 2
+    err = capsys.readouterr().err
+    assert f"--val-labels val_y.npy has no row of class {K - 1}" in err
+    assert "drop --val-labels" in err and "y_cal" not in err
