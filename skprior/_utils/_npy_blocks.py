@@ -219,8 +219,31 @@ def store_lazy(path, array):
     zarr = Path(path).suffix.lower() == ".zarr"
     with replaced_atomically(path, folder=zarr) as temporary:
         if zarr:
-            array.to_zarr(temporary, overwrite=True)
+            _compute_in_own_threads(
+                array.to_zarr(temporary, overwrite=True, compute=False)
+            )
             return
         import dask.array as da
 
-        da.store(array, NpyRowWriter(temporary, array.shape, array.dtype), lock=False)
+        writer = NpyRowWriter(temporary, array.shape, array.dtype)
+        _compute_in_own_threads(da.store(array, writer, lock=False, compute=False))
+
+
+def _compute_in_own_threads(task):
+    """Compute the Dask ``task`` in threads of its own, all ended when it ends.
+
+    An error or an interrupt reaches the calling thread only, and Dask's
+    shared pool threads went on writing the blocks they held: a Zarr store
+    removed under them was made again by their writes (a hidden partial
+    folder left after Ctrl-C). This pool is shut down -- the blocks being
+    written finished, the others dropped -- before the caller cleans up.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    pool = ThreadPoolExecutor(os.cpu_count() or 1)
+    try:
+        dask.compute(task, scheduler="threads", pool=pool)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

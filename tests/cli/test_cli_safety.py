@@ -230,6 +230,35 @@ def test_folder_results_replace_only_on_success(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
 
 
+@pytest.mark.parametrize("suffix", [".zarr", ".npy"])
+def test_a_failed_lazy_write_leaves_nothing_once_its_threads_end(tmp_path, suffix):
+    """A block that fails (as Ctrl-C does) reaches the calling thread only:
+    Dask's pool threads went on writing the blocks they held, and a Zarr
+    store removed under them was made again (a hidden partial folder left).
+    The write's own threads are ended before the temporary is removed."""
+    if suffix == ".zarr":
+        pytest.importorskip("zarr")
+    import time
+
+    import dask.array as da
+
+    from skprior._utils._npy_blocks import store_lazy
+
+    def block(x, block_info=None):
+        index = block_info[0]["chunk-location"][0]
+        if index == 0:
+            time.sleep(0.05)
+            raise KeyboardInterrupt  # (what Ctrl-C raises in the thread it meets)
+        time.sleep(0.3)  # (still writing when the first block fails)
+        return x
+
+    array = da.ones((8, 3), chunks=(1, 3)).map_blocks(block, dtype=float)
+    with pytest.raises(KeyboardInterrupt):
+        store_lazy(tmp_path / f"out{suffix}", array)
+    time.sleep(0.6)  # (a thread left running would write by now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("files", "replaced"),
     [
