@@ -97,6 +97,13 @@ def _open(path, option):
         )
     if not Path(path).exists():
         raise InputError(f"{where}: no such file.")
+    if suffix == ".npy" and Path(path).is_file():
+        from skprior._cli._formats import MAGIC, wrong_content
+
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+        if not head.startswith(MAGIC[".npy"]):  # (named, with the fix, as in memory)
+            raise InputError(wrong_content(where, head, suffix))
     try:
         array = open_lazy(path)
         if array.ndim == 2:  # (again, in the commands' blocks)
@@ -270,13 +277,16 @@ def _check_output(args):
             f"--output {output} exists and is read-only; make it writable to "
             f"replace it, or name another file."
         )
-    # A .zarr output replaces an earlier result, never a folder of other files.
+    # A .zarr output replaces an earlier result, never a folder of other files
+    # (nor an empty one, which may be a mount point or meant for other files).
     if suffix == ".zarr" and output.exists():
         if not output.is_dir() or not _is_zarr_array(output):
+            empty = output.is_dir() and not any(output.iterdir())
+            what = "an empty folder" if empty else "it holds other files, or is a group"
             raise InputError(
                 f"--output {output} exists and is not a Zarr array that an "
-                f"earlier run wrote (it holds other files, or is a group); it "
-                f"is replaced as a whole, so name a new .zarr folder."
+                f"earlier run wrote ({what}); it is replaced as a whole, so name "
+                f"a new .zarr folder."
             )
 
 

@@ -79,7 +79,7 @@ def _looks_like_text(head):
     return all(char.isprintable() or char.isspace() for char in text)
 
 
-def _wrong_content(where, head, suffix):
+def wrong_content(where, head, suffix):
     """The message for a file whose bytes do not match its extension."""
     if not head:
         return f"{where} is empty (0 bytes); write the array with {WRITERS[suffix]}."
@@ -120,7 +120,7 @@ def _read_numpy(path, suffix, where, key, default_keys, key_option):
     with open(path, "rb") as handle:
         head = handle.read(8)  # (enough for the magic bytes of each format)
     if not head.startswith(MAGIC[suffix]):
-        raise InputError(_wrong_content(where, head, suffix))
+        raise InputError(wrong_content(where, head, suffix))
     try:
         value = np.load(path, allow_pickle=False)
         if suffix == ".npz":
@@ -135,7 +135,7 @@ def _read_numpy(path, suffix, where, key, default_keys, key_option):
     if isinstance(value, np.ndarray):
         return value
     if suffix == ".npy":
-        raise InputError(_wrong_content(where, head, ".npy"))
+        raise InputError(wrong_content(where, head, ".npy"))
     # (numpy returns the other members of an archive as bytes)
     raise InputError(
         f"{where}: its member {key!r} is not a NumPy array (the archive was not "

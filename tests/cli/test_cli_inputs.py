@@ -708,3 +708,34 @@ def test_val_labels_without_a_class_are_refused_before_the_passes(
     err = capsys.readouterr().err
     assert f"--val-labels val_y.npy has no row of class {K - 1}" in err
     assert "drop --val-labels" in err and "y_cal" not in err
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("empty.npy", "is empty (0 bytes); write the array with numpy.save"),
+        ("text.npy", "holds text, not a binary .npy file"),
+        ("zip_named.npy", "is a zip archive"),
+    ],
+)
+def test_misnamed_npy_out_of_core_gets_the_fix_as_in_memory(
+    folder, capsys, monkeypatch, name, expected
+):
+    """Out of core, numpy's own words ('the magic string is not correct')
+    were the whole message; the file's content and the fix are named now."""
+    for extra in ([], ["--out-of-core"]):
+        argv = _args("can", name, *extra)
+        assert _outcome(capsys, monkeypatch, folder, argv, [expected]) == "clear"
+
+
+def test_an_empty_folder_as_zarr_output_is_refused_as_such(
+    folder, capsys, monkeypatch, tmp_path
+):
+    """An existing empty folder named as a .zarr --output is refused (it may be
+    a mount point, or meant for other files), and the message says it is
+    empty, not that it 'holds other files'."""
+    (tmp_path / "out.zarr").mkdir()
+    shutil.copy(folder / "good.npy", tmp_path / "good.npy")
+    argv = _args("can", "good.npy", "--out-of-core", "-o", "out.zarr")
+    expected = ["--output out.zarr exists", "(an empty folder)"]
+    assert _outcome(capsys, monkeypatch, tmp_path, argv, expected) == "clear"
