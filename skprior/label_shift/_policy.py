@@ -33,8 +33,8 @@ from skprior._utils._validation import check_prior, check_proba, warn_user
 from skprior._utils._validation_arrays import on_host
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._shift_solvers import (
-    _RANK_RTOL,
     NoShiftReference,
+    varying,
     weighted_moments,
 )
 from skprior.label_shift._solvers import mean_posterior
@@ -331,7 +331,7 @@ def whitening(proba, weights, reference):
     covariance = np.asarray(to_host(xp, sum(pieces[1:], pieces[0]))[0], np.float64)
     m = reference.n_reference
     values, vectors = np.linalg.eigh(covariance / float(weights.sum()) * m / (m - 1))
-    keep = values > _RANK_RTOL * max(values.max(), 0.0)
+    keep = varying(values, np.max(reference.expected))
     return vectors[:, keep] / np.sqrt(values[keep])
 
 

@@ -43,6 +43,24 @@ from skprior._utils._constraints import check_level
 # constant columns (a class the model never gives mass to) carry no noise to
 # divide by.
 _RANK_RTOL = 1e-9
+# Nor those whose spread is below this fraction of their posteriors' size:
+# rounding noise (a reference of identical rows has variances of 1e-30, not 0,
+# which the relative test alone took for spread: dof 3, p = 1e-12).
+_NOISE_RTOL = 1e-10
+
+
+def varying(variance, size):
+    """The classes whose ``variance`` is a spread, a boolean mask.
+
+    Not ~0 against the largest variance, nor against the rounding of
+    posteriors of ``size`` (their mean, or a bound on it).
+    """
+    largest = max(np.max(variance, initial=0.0), 0.0)
+    return (variance > _RANK_RTOL * largest) & (
+        variance > (_NOISE_RTOL * np.abs(size)) ** 2
+    )
+
+
 # At most this many reference rows, evenly spaced, estimate tr(R**2): the Gram
 # matrix of r rows costs r**2 K (a few seconds at K = 10,000 for 463 rows).
 _GRAM_ELEMENTS = 2**31
@@ -97,7 +115,7 @@ def correlation_moments(proba, mean, variance, weights=None):
     """
     xp, _ = get_namespace(proba)
     n_rows, n_classes = proba.shape
-    keep = variance > _RANK_RTOL * max(variance.max(), 0.0)
+    keep = varying(variance, mean)
     cap = int(min(_GRAM_ROWS, max(100, (_GRAM_ELEMENTS / n_classes) ** 0.5)))
     take = np.unique(np.linspace(0, n_rows - 1, min(n_rows, cap)).astype(np.intp))
     rows = xp.take(proba, from_host(xp, take, device_of(proba)), axis=0)
@@ -174,7 +192,7 @@ class NoShiftReference:
             # spreads, and the gap between their means (a batch holding rows
             # the reference lacks, a rare class, is measured by them too).
             pooled = (m * self.variance + n * own) / (m + n) + n_eff * gap**2 / (m + n)
-        keep = pooled > _RANK_RTOL * max(pooled.max(), 0.0)
+        keep = varying(pooled, np.maximum(self.expected, batch_mean))
         statistic = float(n_eff * np.sum(gap[keep] ** 2 / pooled[keep]))
         pvalue = shift_pvalue(statistic, self.trace, self.trace_squared)
         return statistic, pvalue, self.dof

@@ -226,6 +226,18 @@ def test_a_reference_without_spread_warns(case):
     assert np.isnan(result.pvalue) and not result.shifted
 
 
+@pytest.mark.parametrize("row", [[0.25, 0.25, 0.5], [0.2, 0.3, 0.5], [0.1, 0.2, 0.7]])
+def test_a_reference_of_identical_rows_has_no_spread(row):
+    """1,000 copies of one row: the variances are exactly 0 for some rows and
+    rounding noise (1e-30) for others, which the relative rank test took for
+    spread (dof 2 or 3, p = 1e-12: 'shifted' for a batch centred on that row).
+    Every row now gives the warning and p = nan."""
+    batch = np.random.default_rng(0).dirichlet([2, 3, 5], size=40)
+    with pytest.warns(UserWarning, match="could not be run: no class's posterior"):
+        result = label_shift_test(batch, np.tile(row, (1000, 1)))
+    assert np.isnan(result.pvalue) and result.dof == 0 and not result.shifted
+
+
 def test_reference_with_other_classes_is_refused():
     with pytest.raises(ValueError, match="reference has 3 classes"):
         label_shift_test(np.full((5, 2), 0.5), np.full((5, 3), 1 / 3))
