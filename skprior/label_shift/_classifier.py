@@ -522,4 +522,6 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         return self._prior_of(self._inner_proba(X)).copy()
 
     def _adjust_proba(self, proba):
-        return reweight(proba, self.train_prior_, self._prior_of(proba))
+        prior = self._prior_of(proba)
+        # (float32 in, float32 out, as adjust_to_prior and every namespace)
+        return reweight(proba, self.train_prior_, prior, dtype=proba.dtype)

@@ -375,4 +375,4 @@ class OnlineMixin:
             # mass is 0, and it would get the prior's mode. A trace of the
             # start keeps that row's own posterior; the others are unchanged.
             prior = (1.0 - 1e-12) * prior + 1e-12 * stream.start
-        return reweight(proba, self.train_prior_, prior)
+        return reweight(proba, self.train_prior_, prior, dtype=proba.dtype)

@@ -309,7 +309,7 @@ def project_to_simplex(v):
     :math:`\rho = \max\{j : u_j - (\sum_{l \le j} u_l - 1)/j > 0\}`,
     :math:`\theta = (\sum_{l \le \rho} u_l - 1)/\rho` and
     :math:`x = \max(v - \theta, 0)` (Duchi et al., 2008; Wang and
-    Carreira-Perpinan, 2013).
+    Carreira-Perpinan, 2013), from :math:`v - \max v` (the same projection).
 
     Parameters
     ----------
@@ -328,10 +328,10 @@ def project_to_simplex(v):
     array([0.65, 0.35, 0.  ])
     """
     v = np.asarray(v, dtype=np.float64)
+    v = v - v.max()  # (u_1 - (u_1 - 1) cancelled to 0 from u_1 = 2**53)
     u = -np.sort(-v)
     cumulative = np.cumsum(u) - 1.0
-    index = np.arange(1, v.size + 1)
-    rho = np.flatnonzero(u - cumulative / index > 0)[-1]
+    rho = np.flatnonzero(u - cumulative / np.arange(1, u.size + 1) > 0)[-1]
     theta = cumulative[rho] / (rho + 1)
     return np.maximum(v - theta, 0.0)
 

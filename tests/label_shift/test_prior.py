@@ -490,6 +490,26 @@ def test_projection_onto_simplex_matches_bisection():
         )
 
 
+def test_projection_of_huge_entries_and_pga_on_a_tiny_training_prior(cifar10):
+    """From a largest entry of 2**53 the first test u_1 - (u_1 - 1) > 0
+    cancelled to 0 and no rank passed: an IndexError, which PGA's long steps
+    met on a training prior with a class at 1e-30 (EM and SQUAREM went on)."""
+    np.testing.assert_array_equal(project_to_simplex([1e17, 0.5, 0.2]), [1, 0, 0])
+    np.testing.assert_allclose(project_to_simplex([1e300, 1e300, 0.0]), [0.5, 0.5, 0])
+    proba, labels = cifar10
+    proba = proba[:2000].astype(np.float64)
+    proba /= proba.sum(axis=1, keepdims=True)
+    q = np.r_[frequencies(labels[:5000], 10)[:-1], 1e-30]
+    q /= q.sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        estimates = [
+            estimate_test_prior(proba, q, solver=solver, tol=1e-10).prior
+            for solver in ("em", "pga")
+        ]
+    np.testing.assert_allclose(estimates[1], estimates[0], atol=1e-6)
+
+
 def vectorized_em(proba, q, tol):
     """Saerens et al. EM (MLE) from the formula, whole matrices in float64."""
     proba = np.asarray(proba, dtype=np.float64)
@@ -832,7 +852,8 @@ def test_online_estimate_uses_every_sample_seen(blobs):
 
 
 def test_online_prior_has_the_dtype_of_the_posteriors(blobs):
-    """float32 posteriors give a float32 online_prior_ (float32 in, float32 out)."""
+    """float32 posteriors give a float32 online_prior_ and float32 adapted
+    posteriors (float32 in, float32 out)."""
     X, y = blobs
     model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
     wrapper = PriorAdaptedClassifier(
@@ -841,6 +862,18 @@ def test_online_prior_has_the_dtype_of_the_posteriors(blobs):
     wrapper.fit(X[1500:2000], y[1500:2000])
     wrapper.update_prior(X[2000:2300])
     assert wrapper.online_prior_.dtype == np.float32
+    # The adapted posteriors too (they came back float64 on NumPy, float32 in
+    # every other namespace), and they are the float64 ones to float32 rounding.
+    proba = FrozenFloat32(FrozenEstimator(model)).predict_proba(X[2300:2400])
+    for got, prior in (
+        (wrapper.predict_proba(X[2300:2400]), wrapper.estimate_prior(X[2300:2400])),
+        (wrapper.predict_proba_online(X[2300:2400]), wrapper.online_prior_),
+    ):
+        assert got.dtype == np.float32
+        expected = naive_bayes_rule(
+            proba.astype(np.float64), wrapper.train_prior_, prior.astype(np.float64)
+        )
+        np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("solver", ["em", "squarem"])
