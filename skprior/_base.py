@@ -273,9 +273,11 @@ class BasePriorClassifier(
         _check_fit_X(X, len(y))
         try:
             check_classification_targets(y)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
+            # (TypeError: labels that do not sort, as a None among strings)
             raise ValueError(
-                f"y must hold class labels (a classification target). {exc}"
+                f"y must hold class labels (a classification target) of one "
+                f"type, without missing values. {exc}"
             ) from exc
         X, y = indexable(X, y)
         if sample_weight is not None:

@@ -634,6 +634,18 @@ def test_encoded_labels_around_integer_classes_get_a_hint(data, fitted_model):
         CANClassifier(model).fit(X_val[kept], y_val[kept])
 
 
+def test_a_missing_label_among_strings_is_refused_clearly(make_wrapper, data):
+    """A None among string labels made numpy's sort raise a bare TypeError
+    ("'<' not supported between 'NoneType' and 'str'") unless it came first."""
+    X_train, X_val, y_train, y_val = data
+    names = np.array(["ant", "bee", "cat"], dtype=object)
+    model = LogisticRegression().fit(X_train, names[y_train])
+    y_bad = names[y_val]
+    y_bad[3] = None
+    with pytest.raises(ValueError, match="without missing values"):
+        make_wrapper(model).fit(X_val, y_bad)
+
+
 def test_a_model_without_classes_is_refused_clearly(data):
     from sklearn.mixture import GaussianMixture
 

@@ -545,12 +545,14 @@ def _check_logit_values(xp, is_numpy, z, name, warn_probabilities):
             f"so it is not the log of a probability vector. Check the model's "
             f"outputs."
         )
-    if probe and values[2] >= 0 and values[3] <= 1 and values[4] <= 1e-4:
+    if probe and values[2] >= 0 and values[3] <= 1 and values[4] <= _SUMS_TO_ONE:
         warn_user(_PROBABILITIES_AS_LOGITS)
     elif warn_probabilities and is_numpy:
         warn_if_probabilities(z)
 
 
+# Row sums of probabilities are within this of 1 (float16's off by a few 1e-4).
+_SUMS_TO_ONE = 1e-3
 _PROBABILITIES_AS_LOGITS = (
     "The logits look like probabilities (every entry in [0, 1], every row summing "
     "to 1). Temperature scaling divides logits: pass np.log(proba) for a model "
@@ -566,7 +568,7 @@ def warn_if_probabilities(z):
     for logits. (Each test runs only when the one before it passed; the two
     columns at least are :func:`check_logits`'s.)
     """
-    if z.min() >= 0 and z.max() <= 1 and np.abs(z.sum(axis=1) - 1).max() <= 1e-4:
+    if z.min() >= 0 and z.max() <= 1 and np.abs(z.sum(1) - 1).max() <= _SUMS_TO_ONE:
         warn_user(_PROBABILITIES_AS_LOGITS)
 
 

@@ -105,9 +105,11 @@ def require_every_class(data, what, fix):
     """Refuse fit rows ``data`` in which a class has no weight (``fix``: how)."""
     class_weight = data.class_totals()
     if np.any(class_weight <= 0):
-        missing = np.flatnonzero(class_weight <= 0).tolist()
+        missing = np.flatnonzero(class_weight <= 0)
+        more = ", ..." if missing.size > 10 else ""  # (10,000 classes: 54 kB)
         raise ValueError(
-            f"{what} needs every class in y, but the classes at columns {missing} "
+            f"{what} needs every class in y, but {missing.size} of them (columns "
+            f"{', '.join(map(str, missing[:10]))}{more}) "
             f"have no usable sample (weight > 0 and, but for Dirichlet "
             f"calibration, a finite logit of the true class): their parameters "
             f"would go to infinity. {fix}"

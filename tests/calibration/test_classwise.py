@@ -369,6 +369,19 @@ def test_input_arrays_not_modified():
         np.testing.assert_array_equal(before, after)
 
 
+def test_classes_without_rows_are_named_in_a_short_message():
+    """10,000 classes of which 950 have rows: the error listed the 9,000 others
+    (54,000 characters); it gives their number and the first ten."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 500, 1000)
+    z = rng.normal(size=(1000, 5000)).astype(np.float32)
+    with pytest.raises(
+        ValueError, match=r"but 4\d{3} of them \(columns (\d+, ){10}\.\.\.\)"
+    ) as e:
+        fit_vector_scaling(z, y)
+    assert len(str(e.value)) < 600
+
+
 @pytest.mark.parametrize(
     ("func", "kwargs", "match"),
     [

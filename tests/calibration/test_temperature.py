@@ -278,12 +278,14 @@ def test_float32_logits(method):
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
 @pytest.mark.parametrize("fit", ["ec", "nll", "bcts"])
-def test_probabilities_passed_as_logits_warn(fit):
-    """Probabilities in place of logits give a wrong T silently: warn instead."""
+def test_probabilities_passed_as_logits_warn(fit, dtype):
+    """Probabilities in place of logits give a wrong T silently: warn instead
+    (also for float16 ones, whose rows sum to 1 within a few 1e-4 only)."""
     rng = np.random.default_rng(0)
-    y = rng.integers(0, 3, size=300)
-    logits = rng.normal(size=(300, 3)) + 2 * np.eye(3)[y]
+    y = rng.integers(0, 10, size=2000)
+    logits = (rng.normal(size=(2000, 10)) + 2 * np.eye(10)[y]).astype(dtype)
     if fit == "bcts":
         func = fit_bias_corrected_temperature
     else:
@@ -291,11 +293,12 @@ def test_probabilities_passed_as_logits_warn(fit):
         def func(z, y):
             return fit_temperature(z, y, method=fit)
 
+    proba = softmax(logits.astype(np.float64), axis=1).astype(dtype)
     with pytest.warns(UserWarning, match="look like probabilities"):
-        func(softmax(logits, axis=1), y)
+        func(proba, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        func(np.log(softmax(logits, axis=1)), y)
+        func(np.log(proba), y)
 
 
 def test_bcts_on_logits_no_better_than_chance_warns():
