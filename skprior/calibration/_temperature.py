@@ -116,7 +116,8 @@ def fit_temperature(
     safeguarded by a bracket inside an interval derived from the logits (from
     the smallest gap between a row's top two logits to a multiple of the
     largest spread within a row, widened until the sign changes), so the scale
-    of the logits does not matter and a fit takes a few passes.
+    of the logits does not matter (from 1e-100 to 1e100: outside, they are
+    refused) and a fit takes a few passes.
 
     Parameters
     ----------

@@ -84,6 +84,11 @@ _DECREMENT = 1e-12
 _MAX_NEWTON_STEPS, _MAX_HALVINGS = 100, 20
 
 
+# Logits that differ by less than this within every row are refused (as those
+# beyond 1e100 are): the derivatives in 1 / T underflow.
+_SMALLEST_SPREAD = 1e-100
+
+
 def _prepass(data, terms):
     """One pass: the weighted means of per-row terms, and the search scale.
 
@@ -173,6 +178,15 @@ def _solve_log_temperature(data, row_terms, limit_low, limit_high, describe, ver
             "probabilities do not depend on the temperature; returning T = 1."
         )
         return 1.0
+    if spread < _SMALLEST_SPREAD:
+        # (1 / T squared times their squares: inf * 0 below it, a temperature
+        # off by 11 orders at 1e-300, and BCTS's Newton solve hung on the NaN)
+        raise ValueError(
+            f"The logits differ by at most {spread:.3g} within a row: below "
+            f"{_SMALLEST_SPREAD:g}, a temperature fit underflows. Multiply them "
+            f"by a constant (by 1 / {spread:.3g}): the temperature scales with "
+            f"them, and the probabilities do not change."
+        )
     log_low, log_high = np.log(gap * _LOW_FACTOR), np.log(spread * _HIGH_FACTOR)
     if limit_low[0] <= limit_low[1] or limit_high[0] >= -limit_high[1]:
         side = "low" if limit_low[0] <= limit_low[1] else "high"

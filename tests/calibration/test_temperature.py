@@ -278,6 +278,29 @@ def test_float32_logits(method):
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
 
 
+@pytest.mark.parametrize("fit", ["ec", "nll", "bcts"])
+def test_logits_of_a_tiny_scale(fit):
+    """The temperature scales with the logits down to 1e-90; below 1e-100 the
+    derivatives in 1 / T underflow (T off by 11 orders at 1e-300, BCTS's
+    Newton solve hung on a NaN Hessian at 1e-160): refused, saying how."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 500)
+    z = rng.normal(size=(500, 4)) + np.eye(4)[y]
+    if fit == "bcts":
+
+        def func(logits):
+            return fit_bias_corrected_temperature(logits, y)[0]
+    else:
+
+        def func(logits):
+            return fit_temperature(logits, y, method=fit)
+
+    np.testing.assert_allclose(func(z * 1e-90) / 1e-90, func(z), rtol=1e-9)
+    for scale in (1e-101, 1e-160, 1e-300):
+        with pytest.raises(ValueError, match="Multiply them by a constant"):
+            func(z * scale)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
 @pytest.mark.parametrize("fit", ["ec", "nll", "bcts"])
 def test_probabilities_passed_as_logits_warn(fit, dtype):
