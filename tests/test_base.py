@@ -522,20 +522,38 @@ def test_can_reference_weight_is_a_copy(data, fitted_model):
     np.testing.assert_array_equal(wrapper.predict_proba(X_val[:5]), before)
 
 
-def test_labels_encoded_by_cross_val_predict_are_read_as_positions(make_wrapper, data):
-    """Around a model fitted on strings, y given as codes 0..K-1 (as
-    cross_val_predict passes it for predict_proba) fits as the strings do, and
-    says that it read them as positions."""
+@pytest.mark.parametrize("classes", [["ant", "bee", "cat"], [1, 2, 3], [0, 2, 5]])
+def test_labels_encoded_by_cross_val_predict_are_read_as_positions(
+    make_wrapper, data, classes
+):
+    """Around a model fitted on strings, or on integer classes that overlap the
+    codes, y given as codes 0..K-1 (as cross_val_predict passes it for
+    predict_proba, and VotingClassifier, BaggingClassifier and
+    StackingClassifier to their estimators) fits as the labels do, and says
+    that it read them as positions. Around [1, 2, 3] or [0, 2, 5] it was
+    refused (FrozenEstimator works there); the meta-estimators work now."""
+    from sklearn.ensemble import VotingClassifier
+
     X_train, X_val, y_train, y_val = data
-    names = np.array(["ant", "bee", "cat"])
+    names = np.array(classes)
     model = LogisticRegression().fit(X_train, names[y_train])
     by_name = make_wrapper(model).fit(X_val, names[y_val])
-    with pytest.warns(UserWarning, match=r"read as column positions \(0 as 'ant'"):
+    with pytest.warns(
+        UserWarning, match=rf"read as column positions \(0 as {classes[0]!r}"
+    ):
         by_code = make_wrapper(model).fit(X_val, y_val)
     np.testing.assert_allclose(
         by_code.predict_proba(X_val), by_name.predict_proba(X_val), rtol=1e-12
     )
     np.testing.assert_array_equal(by_code.classes_, names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        voting = VotingClassifier([("w", make_wrapper(model))], voting="soft")
+        voting.fit(X_val, names[y_val])
+    np.testing.assert_allclose(
+        voting.predict_proba(X_val), by_name.predict_proba(X_val), rtol=1e-12
+    )
+    np.testing.assert_array_equal(voting.classes_, names)
 
 
 def test_codes_for_other_integer_classes_are_read_with_a_warning(data):
@@ -558,36 +576,6 @@ def test_codes_that_could_be_classes_are_not_read_as_positions(data):
     kept = y_val < 2
     with pytest.raises(ValueError, match=r"labels \[0\] that the classifier"):
         CANClassifier(model).fit(X_val[kept], y_val[kept])
-
-
-@pytest.mark.parametrize("shift", [[1, 2, 3], [0, 2, 5]])
-def test_every_position_around_overlapping_integer_classes_is_read_so(
-    make_wrapper, data, shift
-):
-    """VotingClassifier, BaggingClassifier, StackingClassifier and
-    cross_val_predict pass their estimators y label-encoded 0..K-1: around a
-    model of classes [1, 2, 3] or [0, 2, 5] they were refused (FrozenEstimator
-    works there). Every position present: read as positions, with a warning,
-    and the same fit as the model's own labels; the meta-estimators work."""
-    from sklearn.ensemble import VotingClassifier
-
-    X_train, X_val, y_train, y_val = data
-    classes = np.array(shift)
-    model = LogisticRegression().fit(X_train, classes[y_train])
-    by_label = make_wrapper(model).fit(X_val, classes[y_val])
-    with pytest.warns(UserWarning, match=r"read as column positions \(0 as 1|0 as 0"):
-        by_code = make_wrapper(model).fit(X_val, y_val)
-    np.testing.assert_allclose(
-        by_code.predict_proba(X_val), by_label.predict_proba(X_val), rtol=1e-12
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        voting = VotingClassifier([("w", make_wrapper(model))], voting="soft")
-        voting.fit(X_val, classes[y_val])
-    np.testing.assert_allclose(
-        voting.predict_proba(X_val), by_label.predict_proba(X_val), rtol=1e-12
-    )
-    np.testing.assert_array_equal(voting.classes_, classes)
 
 
 def test_set_params_of_get_params_is_a_no_op_around_a_fitted_model(

@@ -244,33 +244,15 @@ def test_bad_logits_out_of_core(folder, capsys, monkeypatch, command):
     assert _outcome(capsys, monkeypatch, folder, argv, expected) == "clear"
 
 
+# adapt with a given test prior: no pass over OUTPUTS before the last ones
+_KNOWN = ["adapt", "nan.npy", "--prior", PRIOR, "--method", "known", "--test-prior"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
-        [
-            "adapt",
-            "nan.npy",
-            "--prior",
-            PRIOR,
-            "--method",
-            "known",
-            "--test-prior",
-            PRIOR,
-            "-o",
-            "out.npy",
-        ],
-        [
-            "adapt",
-            "nan.npy",
-            "--prior",
-            PRIOR,
-            "--method",
-            "known",
-            "--test-prior",
-            PRIOR,
-            "--labels",
-            "labels.npy",
-        ],
+        [*_KNOWN, PRIOR, "-o", "out.npy"],
+        [*_KNOWN, PRIOR, "--labels", "labels.npy"],
         [
             "can",
             "nan.npy",
@@ -281,17 +263,9 @@ def test_bad_logits_out_of_core(folder, capsys, monkeypatch, command):
             "-o",
             "out.npy",
         ],
-        [
-            "calibrate",
-            "nan.npy",
-            "--fit-outputs",
-            "good.npy",
-            "--fit-labels",
-            "labels.npy",
-            "-o",
-            "out.npy",
-        ],
-    ],  # fmt: skip
+        ["calibrate", "nan.npy", "--fit-outputs", "good.npy", "--fit-labels"]
+        + ["labels.npy", "-o", "out.npy"],
+    ],
 )
 def test_a_bad_row_first_met_writing_out_of_core_is_an_input_error(
     folder, capsys, monkeypatch, argv
