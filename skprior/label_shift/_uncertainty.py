@@ -80,6 +80,7 @@ class UncertaintyMixin:
         """
         check_is_fitted(self)
         self._check_single_label()
+        self._check_unchanged()  # (a method set after fit: refused, as elsewhere)
         if self._fitted_method not in ("mle", "map"):
             raise ValueError(
                 "prior_interval needs a fit with method='mle' or "
