@@ -339,7 +339,7 @@ def _quantiles(sorted_scores, cumulative, totals, alpha):
     return np.where(found, values, np.inf)
 
 
-def _spread(scores, y, row_weights, threshold, n_classes):
+def _spread(scores, y, row_weights, threshold, n_classes, counts):
     r"""The standard error of the weighted share of scores below ``threshold``.
 
     Given the labels, the indicators :math:`[V_i \le t]` of class :math:`k`
@@ -351,13 +351,18 @@ def _spread(scores, y, row_weights, threshold, n_classes):
     a class's largest score, and its variance 0 then gave no raise at all
     (9 rows of a class at alpha 0.1: coverage >= 0.9 over calibration sets
     with probability 0.61, not 1 - delta; 10 to 23 rows: in every set).
+    ``counts`` are the rows' frequency weights (``sample_weight``): a row of
+    weight ``w`` and count ``c`` is ``c`` draws of weight ``w / c``, as ``c``
+    repeated rows are (its variance term ``w**2 / c``, not ``w**2``).
     """
     total = np.bincount(y, weights=row_weights, minlength=n_classes)
     below = np.bincount(
         y, weights=row_weights * (scores <= threshold), minlength=n_classes
     )
-    squares = np.bincount(y, weights=row_weights**2, minlength=n_classes)
-    rows = np.bincount(y, weights=row_weights > 0, minlength=n_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_draw = np.where(counts > 0, row_weights / counts, 0.0)
+    squares = np.bincount(y, weights=row_weights * per_draw, minlength=n_classes)
+    rows = np.bincount(y, weights=counts * (row_weights > 0), minlength=n_classes)
     with np.errstate(invalid="ignore", divide="ignore"):
         half = np.where(rows > 0, total / rows, 0.0) / 2  # (half a mean row)
         share = np.where(total > 0, (below + half) / (total + 2 * half), 0.0)
@@ -365,18 +370,20 @@ def _spread(scores, y, row_weights, threshold, n_classes):
     return np.sqrt(variance) / total.sum() if total.sum() > 0 else 0.0
 
 
-def _one_quantile(scores, y, row_weights, own, alpha, z, n_classes):
+def _one_quantile(scores, y, row_weights, own, alpha, z, n_classes, counts):
     """The thresholds of the candidates' own weights ``own`` (a K-vector or 1).
 
     With ``z``, the level is first raised by ``z`` standard errors of the
-    weighted share at the plain quantile (the training-conditional level).
+    weighted share at the plain quantile (the training-conditional level;
+    ``counts``: the rows' frequency weights).
     """
     order = np.argsort(scores, kind="stable")
     ranked, cumulative = scores[order], np.cumsum(row_weights[order])
     total = cumulative[-1] if len(cumulative) else 0.0
     if z is not None and np.isfinite(total) and total > 0:
         plain = _quantiles(ranked, cumulative, total, alpha)
-        alpha = alpha - z * _spread(scores, y, row_weights, plain, n_classes)
+        spread = _spread(scores, y, row_weights, plain, n_classes, counts)
+        alpha = alpha - z * spread
     with np.errstate(invalid="ignore"):  # (inf weights: inf totals)
         return _quantiles(ranked, cumulative, total + own, alpha)
 
@@ -438,14 +445,23 @@ def set_thresholds(scores, y, n_classes, alpha, mode, weights, ratio=None, delta
                 )
                 continue
             thresholds[k] = _one_quantile(
-                scores[rows], y[rows], weights[rows], 1.0, alpha, z, n_classes
+                scores[rows],
+                y[rows],
+                weights[rows],
+                1.0,
+                alpha,
+                z,
+                n_classes,
+                weights[rows],
             )
     else:
         own = np.ones(n_classes) if ratio is None else ratio
         row_weights = weights
         if ratio is not None:  # (a row of weight 0 weighs 0, also at ratio inf)
             row_weights = weights * np.where(weights > 0, ratio[y], 0.0)
-        thresholds = _one_quantile(scores, y, row_weights, own, alpha, z, n_classes)
+        thresholds = _one_quantile(
+            scores, y, row_weights, own, alpha, z, n_classes, weights
+        )
     always = np.flatnonzero(np.isinf(thresholds))
     if always.size and n_classes > 1:  # (one class is every set anyway)
         warn_user(

@@ -55,9 +55,10 @@ def naive_quantile(values, weights, own_weight, level):
     return np.inf
 
 
-def naive_level(values, labels, weights, level, z, n_classes):
+def naive_level(values, labels, weights, level, z, n_classes, counts):
     """``level`` raised by z standard errors of the weighted share below the
-    plain quantile (the training-conditional level), by loops."""
+    plain quantile (the training-conditional level), by loops. A row of
+    weight w and frequency count c is c draws of weight w / c."""
     if z is None:
         return level
     plain = naive_quantile(values, weights, 0.0, level)
@@ -68,11 +69,12 @@ def naive_level(values, labels, weights, level, z, n_classes):
         mass = sum(weights[i] for i in rows)
         if mass == 0:
             continue
-        # (Jeffreys: half a row of the class's mean weight below, half above)
-        half = mass / sum(1 for i in rows if weights[i] > 0) / 2
+        # (Jeffreys: half a draw of the class's mean weight below, half above)
+        half = mass / sum(counts[i] for i in rows if weights[i] > 0) / 2
         below = sum(weights[i] for i in rows if values[i] <= plain)
         share = (below + half) / (mass + 2 * half)
-        variance += sum(weights[i] ** 2 for i in rows) * share * (1 - share)
+        squares = sum(weights[i] ** 2 / counts[i] for i in rows if counts[i] > 0)
+        variance += squares * share * (1 - share)
     return level + z * np.sqrt(variance) / total
 
 
@@ -148,7 +150,8 @@ def naive_sets(
         if mode == "class" and z is not None and all(w == int(w) for w in weights):
             thresholds.append(naive_exact_class_threshold(vals, weights, alpha, delta))
             continue
-        level = naive_level(vals, labels, weights, 1 - alpha, z, n_classes)
+        counts = [sw[i] for i in rows]
+        level = naive_level(vals, labels, weights, 1 - alpha, z, n_classes, counts)
         thresholds.append(
             naive_quantile(vals, weights, own, level) if level < 1 else np.inf
         )
@@ -293,6 +296,25 @@ def test_split_equals_mapie(synthetic):
             proba_cal, y_cal, proba_test, alpha=alpha, mode="split", delta=None
         )
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("delta", [None, 0.15])
+@pytest.mark.parametrize("mode, priors", [MODES[0], MODES[3], MODES[4]])
+def test_integer_weights_are_repeated_rows(synthetic, mode, priors, delta):
+    """sample_weight are frequencies: a row of weight 3 is three rows, also for
+    the training-conditional level (its variance counted w**2 for one draw
+    where three draws give 3: larger sets in weighted and split modes)."""
+    proba_cal, y_cal, proba_test, _ = synthetic
+    counts = np.random.default_rng(2).integers(1, 4, size=len(y_cal))
+    weighted = conformal_prediction_set(
+        proba_cal, y_cal, proba_test, mode=mode, delta=delta,
+        sample_weight=counts.astype(float), **priors,
+    )  # fmt: skip
+    repeated = conformal_prediction_set(
+        np.repeat(proba_cal, counts, axis=0), np.repeat(y_cal, counts), proba_test,
+        mode=mode, delta=delta, **priors,
+    )  # fmt: skip
+    np.testing.assert_array_equal(weighted, repeated)
 
 
 @pytest.mark.parametrize("delta", [None, 0.15])

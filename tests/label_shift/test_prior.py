@@ -987,10 +987,17 @@ def test_parameters_changed_after_fit_are_refused_clearly(blobs):
     wrapper.update_prior(X[2000:2050])
     for params in (
         {"method": "rlls"},
+        {"method": "map"},
         {"method": "known", "test_prior": [0.2, 0.3, 0.5]},
     ):
         changed = pickle.loads(pickle.dumps(wrapper)).set_params(**params)
-        for call in (changed.predict_proba, changed.update_prior):
+        # (prior_interval too: it returned the new method's interval, or the
+        # estimator's refusal of 'bbse' in its own words)
+        for call in (
+            changed.predict_proba,
+            changed.update_prior,
+            changed.prior_interval,
+        ):
             with pytest.raises(ValueError, match="after fit; call fit again"):
                 call(X[:10])
     changed = pickle.loads(pickle.dumps(wrapper)).set_params(online="fth")
