@@ -30,9 +30,11 @@ def reliability(top, correct):
     from skprior._utils._options import DEFAULT_N_BINS
     from skprior.metrics._ece import _binned_sums
 
+    # (the edges at the precision of the rows' own dtype, as the function's)
+    given, ones = top.dtype, np.ones(len(top))
     top, hits = top.astype(np.float64), correct.astype(np.float64)
     weight, top_sum, hit_sum = _binned_sums(
-        numpy_namespace(), True, top, hits, np.ones(len(top)), DEFAULT_N_BINS, "uniform"
+        numpy_namespace(), True, top, hits, ones, DEFAULT_N_BINS, "uniform", given
     )
     full = weight > 0
     ece = float(np.sum(np.abs(hit_sum - top_sum)) / len(top))

@@ -45,19 +45,37 @@ def _scored(y_true, y_proba, labels, sample_weight):
     return xp, is_numpy, dtype, y_index, proba, weights
 
 
+def _float_precision(proba):
+    """The NumPy float dtype of ``proba`` as given (any library), float64 if none.
+
+    bfloat16 and non-float inputs count as float64: their edges are not
+    rounded (bfloat16 has no NumPy dtype; integers are exact).
+    """
+    try:
+        dtype = np.dtype(str(getattr(proba, "dtype", None)).rpartition(".")[2])
+    except TypeError:
+        return np.dtype(np.float64)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
 def _top_label(xp, dtype, y_index, proba):
     """Confidence (top probability) and correctness of each row, in ``dtype``."""
     confidence = xp.astype(xp.max(proba, axis=1), dtype)
     return confidence, xp.astype(xp.argmax(proba, axis=1) == y_index, dtype)
 
 
-def _inner_edges(xp, values, weights, n_bins, strategy):
-    """The inner bin edges (a host array): equal width, or weighted quantiles."""
+def _inner_edges(xp, values, weights, n_bins, strategy, given):
+    """The inner bin edges (a host array): equal width, or weighted quantiles.
+
+    ``given`` is the dtype of the probabilities as the caller gave them.
+    """
     if strategy == "uniform":
         # k / n_bins correctly rounded (linspace puts some a rounding step
         # below), so that a confidence of exactly k / n_bins, as k-NN and small
-        # forests give, falls in the bin that ends there.
-        return np.arange(1, n_bins) / n_bins
+        # forests give, falls in the bin that ends there; rounded to the
+        # probabilities' own precision (float32's 0.8 is above float64's, and
+        # fell a bin up: another ECE than the same float64 rows).
+        return (np.arange(1, n_bins) / n_bins).astype(given).astype(np.float64)
     if is_dask(xp):
         raise ValueError(
             "strategy='quantile' sorts every confidence, which a Dask array "
@@ -68,20 +86,26 @@ def _inner_edges(xp, values, weights, n_bins, strategy):
     order = xp.argsort(values, stable=True)
     cumulative = xp.cumulative_sum(xp.take(weights, order))
     (total,) = to_host(xp, cumulative[-1])
-    levels = np.arange(1, n_bins) / n_bins * total
+    # "Reaches" up to the sums' rounding: k / n_bins * total rounded above a
+    # whole number (63.00000000000001 for 9 / 11 * 77), and 0.3 + 0.3 + 0.3
+    # below 0.9, moved edges by a row (weights of 0.3 gave another ECE than
+    # none). A float64 sum's drift, or a few ulps of a float32 one.
+    ulp = np.finfo(np.float32 if cumulative.dtype == xp.float32 else np.float64).eps
+    slack = max(4 * order.shape[0] * np.finfo(np.float64).eps, 4 * ulp)
+    levels = np.arange(1, n_bins) * total / n_bins * (1 - slack)
     levels = from_host(xp, levels, device_of(values), cumulative.dtype)
     index = xp.searchsorted(cumulative, levels, side="left")
     return to_host(xp, xp.take(xp.take(values, order), index))[0]
 
 
-def _binned_sums(xp, is_numpy, values, hits, weights, n_bins, strategy):
+def _binned_sums(xp, is_numpy, values, hits, weights, n_bins, strategy, given):
     """Per bin: total weight, weighted sums of ``values`` and of ``hits``.
 
     Right-closed bins: the bin of a value is the number of inner edges
     strictly below it. Off NumPy (no ``bincount`` in the standard) a one-hot
     product per row block, the sums left on the device (lazy for Dask).
     """
-    inner = _inner_edges(xp, values, weights, n_bins, strategy)
+    inner = _inner_edges(xp, values, weights, n_bins, strategy, given)
     if is_numpy:
         at = np.searchsorted(inner, values, side="left")
         # (one weighted column alive at a time: each product a temporary)
@@ -191,6 +215,7 @@ def expected_calibration_error(
     xp, is_numpy, dtype, y_index, proba, weights = _scored(
         y_true, y_proba, labels, sample_weight
     )
+    given = _float_precision(y_proba)  # (before float16 is widened)
     if kind == "top_label":
         columns = [_top_label(xp, dtype, y_index, proba)]
     else:
@@ -203,7 +228,7 @@ def expected_calibration_error(
     gaps = []  # (every column's, reduced together: one pass, one Dask compute)
     for values, hits in columns:
         _, value_sum, hit_sum = _binned_sums(
-            xp, is_numpy, values, hits, weights, n_bins, strategy
+            xp, is_numpy, values, hits, weights, n_bins, strategy, given
         )
         gaps.append(xp.sum(xp.abs(hit_sum - value_sum)))
     total, *gaps = to_host(xp, xp.sum(weights), *gaps)
@@ -286,7 +311,10 @@ def reliability_curve(
         y_true, y_proba, labels, sample_weight
     )
     confidence, hits = _top_label(xp, dtype, y_index, proba)
-    sums = _binned_sums(xp, is_numpy, confidence, hits, weights, n_bins, strategy)
+    given = _float_precision(y_proba)  # (before float16 is widened)
+    sums = _binned_sums(
+        xp, is_numpy, confidence, hits, weights, n_bins, strategy, given
+    )
     weight, value_sum, hit_sum, total = to_host(xp, *sums, xp.sum(weights))
     full = weight > 0
     curve = (

@@ -152,6 +152,44 @@ def test_a_confidence_of_exactly_k_over_n_bins_ends_its_bin(n_bins):
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("n_bins", [5, 10, 15, 20])
+def test_exact_k_over_n_bins_in_a_coarser_dtype_ends_its_bin(dtype, n_bins):
+    """float32's k / n_bins is not float64's (0.8 is 0.800000011920929): it fell
+    a bin up, and float32 rows got another curve and ECE than the same float64
+    rows (0.15 against 0.35 on four k-NN rows). The edges take the
+    probabilities' precision."""
+    k = np.arange((n_bins + 1) // 2, n_bins + 1)
+    exact = np.column_stack([k / n_bins, 1 - k / n_bins])
+    proba = exact.astype(dtype)
+    y = np.arange(len(k)) % 2
+    _, mean_confidence, weight = reliability_curve(y, proba, n_bins=n_bins)
+    np.testing.assert_array_equal(mean_confidence, proba[:, 0].astype(np.float64))
+    coarse = expected_calibration_error(y, proba, n_bins=n_bins)
+    fine = expected_calibration_error(y, exact, n_bins=n_bins)
+    assert coarse == pytest.approx(fine, abs=2 * float(np.finfo(dtype).eps))
+
+
+@pytest.mark.parametrize(("n", "n_bins"), [(77, 11), (60, 7), (1000, 13), (5, 5)])
+def test_equal_mass_bins_are_equal_and_weights_are_relative(n, n_bins):
+    """Equal-mass bins of n distinct confidences hold n / n_bins rows each
+    where that is whole (9 / 11 * 77 rounded above 63 and moved an edge), and
+    weights scaled by a constant (0.3 + 0.3 + 0.3 < 0.9) change nothing."""
+    p1 = np.linspace(0.5, 0.99, n)
+    proba = np.column_stack([1 - p1, p1])
+    y = np.arange(n) % 2
+    kw = dict(n_bins=n_bins, strategy="quantile")
+    _, _, weight = reliability_curve(y, proba, **kw)
+    if n % n_bins == 0:
+        np.testing.assert_allclose(weight * n, n // n_bins)
+    plain = expected_calibration_error(y, proba, **kw)
+    for scale in (0.3, 1 / 3, 0.1, 7.0, 1e-3):
+        weights = np.full(n, scale)
+        assert expected_calibration_error(
+            y, proba, sample_weight=weights, **kw
+        ) == pytest.approx(plain, rel=1e-12)
+
+
 def test_ece_of_calibrated_one_hot_is_zero():
     """Correct one-hot predictions are perfectly calibrated."""
     y = np.array([0, 1, 2, 1])
