@@ -42,6 +42,19 @@ BET_SHARE = 0.1
 SHIFT_ODDS = 0.1
 
 
+# The wrapper's settings that a stream reads (at its start or at each batch).
+STREAM_SETTINGS = (
+    "online",
+    "online_budget",
+    "online_learning_rate",
+    "shift_level",
+    "solver",
+    "dirichlet_alpha",
+    "max_iter",
+    "tol",
+)
+
+
 def online_params(est):
     """The settings of the wrapper ``est`` that its stream's state keeps.
 
@@ -289,9 +302,15 @@ class OnlineMixin:
             The estimator.
         """
         check_is_fitted(self, "train_prior_")
-        if self._is_multilabel():  # (each label's stream)
+        # (a setting changed since fit is checked here, where the stream
+        # starts: a misspelt online= built FLH-FTL, the last branch)
+        self._validate_params()
+        if self._is_multilabel():
+            # Each label's stream, with the wrapper's stream settings as they
+            # are now (each label's copy kept those of fit).
+            settings = {name: getattr(self, name) for name in STREAM_SETTINGS}
             for label in self.label_estimators_:
-                label.reset_prior()
+                label.set_params(**settings).reset_prior()
             return self
         self._check_unchanged()
         self._stream = StreamState(self)

@@ -435,8 +435,9 @@ class FLHFTL:
     3. a new expert :math:`E_t = s_t` enters with weight :math:`1/t`, the
        others' weights are scaled by :math:`1 - 1/t`;
     4. with ``pruning``, the expert started at :math:`j = r 2^k` (:math:`r`
-       odd) is dropped after step :math:`j + 2^{k+2} + 1` and the weights
-       renormalised: :math:`O(\log t)` experts stay alive.
+       odd) is dropped after step :math:`j + 2^{k+2}` (it lives
+       :math:`2^{k+2} + 1` steps) and the weights renormalised:
+       :math:`O(\log t)` experts stay alive.
 
     The prediction for the next batch is
     :math:`\hat\pi_{t+1} = \Pi_\Delta(\sum_j v_j E_j)`, projected on the

@@ -1016,6 +1016,32 @@ def test_parameters_changed_after_fit_are_refused_clearly(blobs):
     )
 
 
+def test_reset_prior_takes_the_settings_as_they_are(blobs):
+    """reset_prior starts a stream with the settings set since fit: a
+    misspelt online= is refused there (it built FLH-FTL, the last branch),
+    and after a multi-label fit every label's stream takes them (each kept
+    its fit-time copy: aggregate, level 0.01)."""
+    from sklearn.multioutput import MultiOutputClassifier
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from skprior import FollowTheHistory
+
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(model).fit(X[1500:2000], y[1500:2000])
+    wrapper.update_prior(X[2000:2050])
+    with pytest.raises(InvalidParameterError, match="'online' parameter"):
+        wrapper.set_params(online="cumulativ").reset_prior()
+    Y = np.column_stack([y == 0, y == 1]).astype(int)
+    multi = MultiOutputClassifier(LogisticRegression(max_iter=1000))
+    multi.fit(X[:1500], Y[:1500])
+    wrapper = PriorAdaptedClassifier(multi).fit(X[1500:2000], Y[1500:2000])
+    wrapper.set_params(online="fth", shift_level=None).reset_prior()
+    for label in wrapper.label_estimators_:
+        assert isinstance(label._stream.tracker, FollowTheHistory)
+        assert label.shift_level is None and label.online_shifted_
+
+
 @pytest.mark.parametrize(
     "online, params",
     [
