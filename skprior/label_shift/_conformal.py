@@ -388,13 +388,15 @@ def _one_quantile(scores, y, row_weights, own, alpha, z, n_classes, counts):
         return _quantiles(ranked, cumulative, total + own, alpha)
 
 
-def _exact_class_quantile(scores, counts, alpha, delta):
+def _exact_class_quantile(ranked, counts, alpha, delta):
     r"""A class's training-conditional threshold, exact (Vovk, 2012).
 
-    ``counts`` are integer frequency weights (a row of weight 2 counts as two
-    rows), ``n`` their sum. For ``n`` exchangeable scores and a new one, the
-    coverage of the ``j``-th smallest score, :math:`F(V_{(j)})`, is Beta(``j,
-    n + 1 - j``) for continuous scores (at least that with ties), so that
+    ``ranked`` are the class's scores in increasing order (as
+    :func:`set_thresholds` sorts them), ``counts`` their integer frequency
+    weights (a row of weight 2 counts as two rows), ``n`` their sum. For
+    ``n`` exchangeable scores and a new one, the coverage of the ``j``-th
+    smallest score, :math:`F(V_{(j)})`, is Beta(``j, n + 1 - j``) for
+    continuous scores (at least that with ties), so that
 
     .. math::
 
@@ -409,8 +411,7 @@ def _exact_class_quantile(scores, counts, alpha, delta):
     """
     from scipy.stats import binom  # (scipy.stats is slow to import: on use)
 
-    order = np.argsort(scores, kind="stable")
-    ranked, cumulative = scores[order], np.cumsum(counts[order])
+    cumulative = np.cumsum(counts)
     n = int(round(cumulative[-1])) if len(cumulative) else 0
     rank = int(binom.ppf(1.0 - delta, n, 1.0 - alpha)) + 1 if n else 1
     rank = max(rank, int(np.ceil((1.0 - alpha) * (n + 1) * (1.0 - _LEVEL_SLACK))))

@@ -26,6 +26,7 @@ from skprior._utils._array_api import (
 from skprior._utils._constraints import constraints
 from skprior._utils._options import BIN_STRATEGIES, DEFAULT_N_BINS, ECE_KINDS
 from skprior._utils._sklearn_compat import validate_params
+from skprior._utils._validation import _dtype_name
 from skprior._utils._validation_labels import check_scored_proba
 
 _BINNING = constraints(n_bins="n_bins", strategy="strategy")
@@ -52,7 +53,7 @@ def _float_precision(proba):
     rounded (bfloat16 has no NumPy dtype; integers are exact).
     """
     try:
-        dtype = np.dtype(str(getattr(proba, "dtype", None)).rpartition(".")[2])
+        dtype = np.dtype(_dtype_name(proba))
     except TypeError:
         return np.dtype(np.float64)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
