@@ -392,7 +392,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
             # on data without shift.
             weights = check_sample_weight(sample_weight, proba.shape[0])
             self._no_shift = ShiftGate(proba, weights)
-        self.reset_prior()
+        self._start_stream()  # (fit validated the parameters)
 
     @property
     def n_iter_(self):

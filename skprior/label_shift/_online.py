@@ -305,12 +305,16 @@ class OnlineMixin:
         # (a setting changed since fit is checked here, where the stream
         # starts: a misspelt online= built FLH-FTL, the last branch)
         self._validate_params()
+        return self._start_stream()
+
+    def _start_stream(self):
+        """A new stream with the settings as they are (checked by the caller)."""
         if self._is_multilabel():
             # Each label's stream, with the wrapper's stream settings as they
             # are now (each label's copy kept those of fit).
             settings = {name: getattr(self, name) for name in STREAM_SETTINGS}
             for label in self.label_estimators_:
-                label.set_params(**settings).reset_prior()
+                label.set_params(**settings)._start_stream()
             return self
         self._check_unchanged()
         self._stream = StreamState(self)
