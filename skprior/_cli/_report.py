@@ -1,5 +1,6 @@
 """The report and the reliability diagram of the ``skprior`` commands."""
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -87,12 +88,14 @@ def check_diagram_path(path):
     check_output_folder(path, "--diagram")
 
 
-def diagram(path, before, after, title):
+def diagram(path, before, after, title, stack=None):
     """Save a reliability diagram to ``path`` from the rows' summaries.
 
     ``before`` and ``after`` are :func:`row_summaries` (concatenated): the
     curve needs only each row's top probability and whether it is right,
-    so the command keeps neither array of probabilities for it.
+    so the command keeps neither array of probabilities for it. With
+    ``stack`` (a :class:`contextlib.ExitStack`), the file replaces ``path``
+    at the stack's end, with the others written in it (``_io.write_array``).
     """
     _matplotlib().use("Agg")
     import matplotlib.pyplot as plt
@@ -115,7 +118,9 @@ def diagram(path, before, after, title):
     try:
         # (beside it and renamed once whole, as the outputs are: a full disk
         # or an interrupt leaves an earlier diagram as it was)
-        with replaced_atomically(path) as temporary:
+        with contextlib.ExitStack() as own:
+            staged = own if stack is None else stack
+            temporary = staged.enter_context(replaced_atomically(path))
             fig.savefig(temporary, format=Path(path).suffix[1:].lower())
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot write the diagram ({exc}).") from exc

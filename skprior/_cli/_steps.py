@@ -6,6 +6,7 @@ the report of --labels, writing --output, and the library's refusals of bad
 arguments turned into input errors that name the options.
 """
 
+import contextlib
 import sys
 import time
 from functools import partial
@@ -127,16 +128,21 @@ def _finish(args, before, after, labels, extra=None, old=None):
     """
     if not isinstance(after, np.ndarray):  # (out of core: a Dask array)
         return _cli_blocks.finish(args, before, after, labels, _say)
-    if args.output is not None:
-        write_array(args.output, after, extra)
-        _say(args, f"wrote {args.output}")
+    draw = labels is not None and args.diagram is not None
     if labels is not None:
         old = summaries(args, None, before, labels, "before") if old is None else old
         new = summaries(args, None, after, labels, "after")
         print_change(summary_scores(*old), summary_scores(*new))
-        if args.diagram is not None:
-            diagram(args.diagram, old, new, f"skprior {args.command}")
-            _say(args, f"wrote {args.diagram}")
+    # (both files are written beside their paths, then renamed together: a
+    # diagram that cannot be written leaves --output as it was, and so on)
+    with contextlib.ExitStack() as stack:
+        if args.output is not None:
+            write_array(args.output, after, extra, stack)
+        if draw:
+            diagram(args.diagram, old, new, f"skprior {args.command}", stack)
+    for path in (args.output, args.diagram if draw else None):
+        if path is not None:
+            _say(args, f"wrote {path}")
     return 0
 
 

@@ -805,6 +805,31 @@ def test_a_failed_diagram_leaves_the_earlier_one(files, tmp_path, capsys, monkey
     assert [p.name for p in tmp_path.iterdir()] == ["d.png"]
 
 
+def test_a_failed_diagram_leaves_the_earlier_output(
+    files, tmp_path, capsys, monkeypatch
+):
+    """--output and --diagram are written beside their paths and renamed
+    together: a diagram that cannot be written leaves an earlier --output as
+    it was, rather than replacing it and then failing (exit 2)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def failing(self, path, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", failing)
+    paths, _ = files
+    out, diagram = tmp_path / "out.npy", tmp_path / "d.png"
+    np.save(out, np.zeros(3))
+    code, _, stderr = run(
+        capsys, "can", paths["test"], "--prior-from-labels", paths["val_labels"],
+        "--labels", paths["test_labels"], "--diagram", diagram, "-o", out,
+    )  # fmt: skip
+    assert code == 2 and "cannot write the diagram" in stderr
+    np.testing.assert_array_equal(np.load(out), np.zeros(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npy"]
+
+
 def test_version_prints_the_package_version(capsys):
     """`skprior --version` prints skprior.__version__ and exits 0."""
     import skprior
