@@ -578,6 +578,21 @@ def test_codes_that_could_be_classes_are_not_read_as_positions(data):
         CANClassifier(model).fit(X_val[kept], y_val[kept])
 
 
+def test_codes_missing_a_position_around_string_classes_are_refused(data):
+    """Codes 0 and 1 around classes ['ant', 'bee', 'cat'] are what an encoder
+    fitted on labels without 'bee' gives (VotingClassifier's): 1 is 'cat'
+    there. They were read as 'ant' and 'bee' (a wrong training prior; the
+    temperature of TemperatureCalibratedClassifier 14x off), with a warning
+    that called it intended; they are now refused, and the error says why."""
+    X_train, X_val, y_train, y_val = data
+    names = np.array(["ant", "bee", "cat"])
+    model = LogisticRegression().fit(X_train, names[y_train])
+    kept = y_val != 1
+    codes = np.unique(names[y_val[kept]], return_inverse=True)[1]  # ant 0, cat 1
+    with pytest.raises(ValueError, match="without every code 0..2"):
+        CANClassifier(model).fit(X_val[kept], codes)
+
+
 def test_set_params_of_get_params_is_a_no_op_around_a_fitted_model(
     make_wrapper, data, fitted_model
 ):

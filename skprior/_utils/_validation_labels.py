@@ -122,7 +122,16 @@ def encode_labels(
         return uniques.astype(np.intp)[inverse.reshape(-1)]
     if unknown:
         hint = ""
-        if positions and _looks_encoded(uniques, classes):
+        if positions and _are_positions(uniques, position, every=False):
+            hint = (
+                f" {name} looks label-encoded (integer codes below "
+                f"{len(classes)}), but without every code 0..{len(classes) - 1}, "
+                f"which cannot be read safely: an encoder fitted on labels that "
+                f"lack a class (VotingClassifier's, StackingClassifier's) numbers "
+                f"the classes after it one lower. Pass the labels themselves, or "
+                f"wrap an unfitted model."
+            )
+        elif positions and _looks_encoded(uniques, classes):
             hint = (
                 f" {name} looks label-encoded (0..{len(classes) - 1}), as "
                 f"cross_val_predict(method='predict_proba') and StackingClassifier "
@@ -151,22 +160,26 @@ def _looks_encoded(uniques, classes):
     )
 
 
-def _are_positions(uniques, position):
+def _are_positions(uniques, position, every=True):
     """Whether the sorted labels ``uniques`` (some not a class) are positions.
 
-    They are when they are column positions and none is a class, or they are
-    every position ``0..K-1`` (label-encoded ``y`` around integer classes that
-    overlap them, ``[1, 2, 3]`` or ``[0, 2, 5]``: labels missing a class and
-    holding a non-class in its stead are a rarer mistake, and warned of).
+    They are when they are every position ``0..K-1``: label-encoded ``y``,
+    as scikit-learn's ensembles and ``cross_val_predict`` pass it, whether
+    the model's classes are strings or integers that overlap the positions
+    (``[1, 2, 3]`` or ``[0, 2, 5]``; labels missing a class and holding a
+    non-class in its stead are a rarer mistake, and warned of). Codes that
+    miss a position are ambiguous -- an encoder fitted on labels without
+    class ``k`` numbers the classes after ``k`` one lower -- and are not
+    read (``every=False``: whether ``uniques`` are such codes, none a class).
     """
     if uniques.dtype.kind not in "iu" or not uniques.size:
         return False
     values = uniques.tolist()
     if values[0] < 0 or values[-1] >= len(position):
         return False
-    return values == list(range(len(position))) or not any(
-        value in position for value in values
-    )
+    if every:
+        return values == list(range(len(position)))
+    return not any(value in position for value in values)
 
 
 def label_frequencies(y_index, n_classes, sample_weight=None):
