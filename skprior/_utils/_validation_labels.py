@@ -93,17 +93,17 @@ def encode_labels(
     """Map labels ``y`` to their positions in ``classes``.
 
     Raises a ``ValueError`` naming the labels that ``classes`` does not hold.
-    With ``positions=True``, labels that are all column positions
-    ``0..n_classes-1``, some of them not a class, are read as positions when
-    none of them is a class or they are every position: this is how
-    scikit-learn's ``cross_val_predict`` passes ``y`` for
+    With ``positions=True``, labels that are every column position
+    ``0..n_classes-1``, some of them not a class, are read as positions: this
+    is how scikit-learn's ``cross_val_predict`` passes ``y`` for
     ``method="predict_proba"``, and ``VotingClassifier``, ``BaggingClassifier``
     and ``StackingClassifier`` to their estimators (label-encoded, in the
     sorted order of the classes), and how ``CalibratedClassifierCV`` reads it
     around a frozen model; it warns, since the same ``y`` may be another
-    model's labels (``0..2`` for classes ``[5, 6, 7]``). Labels partly
-    classes that are not every position (``[0, 1]`` for classes ``[1, 2,
-    3]``: a label 0 by mistake, or codes without a class) are refused.
+    model's labels (``0..2`` for classes ``[5, 6, 7]``). Codes that are not
+    every position are refused: ``[0, 1]`` for classes ``[1, 2, 3]`` (a label
+    0 by mistake, or codes without a class), and ``[0, 1]`` for classes
+    ``['a', 'b', 'c']`` (from an encoder fitted without ``'b'``, 1 is ``'c'``).
     """
     position = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
     uniques, inverse = np.unique(np.asarray(y), return_inverse=True)
