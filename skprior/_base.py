@@ -307,10 +307,10 @@ class BasePriorClassifier(
         y_index = encode_labels(y, classes, positions=True)
         train_prior = self._given_train_prior()
         if train_prior is None:
-            self.train_prior_ = label_frequencies(y_index, len(classes), sample_weight)
+            self.train_prior_ = label_frequencies(y_index, classes.shape[0], sample_weight)
         else:
             self.train_prior_ = check_prior(
-                train_prior, len(classes), name="train_prior", classes=classes
+                train_prior, classes.shape[0], name="train_prior", classes=classes
             )
         copy_feature_attributes(self, self.estimator_)
         self._fit_post_hoc(X, y_index, sample_weight)
@@ -334,6 +334,14 @@ class BasePriorClassifier(
         indices (``MLPClassifier``).
         """
         return self.estimator_.classes_
+
+    def _n_classes(self):
+        """The number of classes of a single-label fit.
+
+        (``classes_.shape``, not ``len``: with array API dispatch the model's
+        classes may be an array of a library without ``len``.)
+        """
+        return int(self.classes_.shape[0])
 
     def _is_multilabel(self):
         """Whether ``fit`` saw a multi-label target (see ``_multilabel.py``)."""
@@ -359,10 +367,10 @@ class BasePriorClassifier(
         name = f"{type(self.estimator_).__name__}.predict_proba(X)"
         # (with array API dispatch, checked on its device and left there)
         proba = check_proba(proba, name=name, min_classes=1)
-        if proba.shape[1] != len(self.classes_):
+        if proba.shape[1] != self._n_classes():
             raise ValueError(
                 f"{name} has {proba.shape[1]} columns but the model has "
-                f"{len(self.classes_)} classes."
+                f"{self._n_classes()} classes."
             )
         return proba
 

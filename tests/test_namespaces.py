@@ -917,3 +917,44 @@ def test_half_precision_torch_proba_in_the_calibration_metrics(dtype):
     curve = reliability_curve(y, tensor)
     for got, want in zip(curve, reliability_curve(y, host), strict=True):
         np.testing.assert_allclose(np.asarray(got, dtype=float), want, atol=1e-12)
+
+
+STRICT_WRAPPERS = """
+import warnings
+import array_api_strict as xp, numpy as np, sklearn
+from sklearn.datasets import load_iris
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from skprior import CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier
+X, y = load_iris(return_X_y=True)
+warnings.simplefilter("ignore")
+for wrapper in (CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier):
+    for fitted in (True, False):
+        model = LinearDiscriminantAnalysis()
+        with sklearn.config_context(array_api_dispatch=True):
+            inner = model.fit(xp.asarray(X), xp.asarray(y)) if fitted else model
+            proba = wrapper(inner).fit(xp.asarray(X), xp.asarray(y)).predict_proba(
+                xp.asarray(X)
+            )
+        expected = wrapper(LinearDiscriminantAnalysis()).fit(X, y).predict_proba(X)
+        assert type(proba).__module__.startswith("array_api_strict"), type(proba)
+        np.testing.assert_allclose(np.asarray(proba), expected, rtol=1e-9, atol=1e-12)
+print("ok")
+"""
+
+
+def test_wrappers_under_dispatch_with_array_api_strict_classes():
+    """A model fitted under scikit-learn's array API dispatch on array-api-strict
+    arrays has classes_ of that library, which has no len(): every wrapper
+    failed in fit with "object of type 'Array' has no len()". They now give
+    array-api-strict probabilities equal to the NumPy wrapper's."""
+    pytest.importorskip("array_api_strict")
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", STRICT_WRAPPERS],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"

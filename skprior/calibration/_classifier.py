@@ -210,7 +210,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
             proba = self._inner_proba(X)  # (its columns checked against classes_)
             xp, _ = get_namespace(proba)
             return safe_log(xp, xp.astype(proba, xp.float64))  # (log 0 = -inf)
-        n_classes = len(self.classes_)
+        n_classes = self._n_classes()
         final = self.estimator_
         while hasattr(final, "steps"):  # (a pipeline: its final step scores)
             final = final.steps[-1][1]
@@ -245,7 +245,7 @@ class TemperatureCalibratedClassifier(BasePriorClassifier):
         for name in _FITTED:  # left by an earlier fit with another method
             if hasattr(self, name):
                 delattr(self, name)
-        if len(self.classes_) < 2:
+        if self._n_classes() < 2:
             raise ValueError(
                 f"{type(self.estimator_).__name__} knows one class only "
                 f"(classes_ = {np.asarray(self.classes_).tolist()}): its "

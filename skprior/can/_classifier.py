@@ -149,10 +149,10 @@ class CANClassifier(BasePriorClassifier):
         resolve_k(self.k, n_classes, self.uncertainty)
 
     def _fit_post_hoc(self, X, y_index, sample_weight):
-        self._check_n_classes(len(self.classes_))
+        self._check_n_classes(self._n_classes())
         check_train_prior(
             self.train_prior_,
-            len(self.classes_),
+            self._n_classes(),
             classes=self.classes_,
             from_labels=self.train_prior is None,
         )

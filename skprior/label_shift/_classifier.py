@@ -336,7 +336,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
     # (fitted state in float64 whatever the dtype of the inner model's output)
     @working_dtype_results()
     def _fit_post_hoc(self, X, y_index, sample_weight):
-        n_classes = len(self.classes_)
+        n_classes = self._n_classes()
         self._fitted_method = self.method
         for name in ("test_prior_", "confusion_"):
             if hasattr(self, name):

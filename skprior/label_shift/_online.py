@@ -92,7 +92,7 @@ class StreamState:
     shift_odds = 0.0  # (a state pickled before the weight: none, as then)
 
     def __init__(self, est):
-        method, n_classes = est.method, len(est.classes_)
+        method, n_classes = est.method, est._n_classes()
         self.shift_odds = SHIFT_ODDS
         self.params = online_params(est)
         self.start = est.test_prior_ if method == "known" else est.train_prior_
