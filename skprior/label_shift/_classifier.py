@@ -125,7 +125,10 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         batch before it is adapted (``"mle"``, ``"map"``, ``"bbse"``): the
         batch's mean posterior is compared with the mean posterior on the
         ``fit`` data, and a batch where the test does not reject at this level
-        keeps the training prior (its posteriors are returned as they are).
+        keeps the prior of the ``fit`` data: the training prior (its
+        posteriors are returned as they are), or, with a given
+        ``train_prior``, the (weighted) label frequencies of ``y`` when every
+        class has rows there (the batch is like the ``fit`` rows).
         ``None`` adapts every batch, as without the test.
     set_score, set_mode, set_delta : default="lac", "weighted", 0.15
         The ``score`` ({"lac", "aps"}: scored on the ``fit`` data by ``fit``),
@@ -386,6 +389,11 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         self._set_calibration = SetCalibration(
             proba, y_index, self.set_score, sample_weight
         )
+        # (given a train_prior, the fit rows' own prior is another: that of a
+        # batch the test finds unshifted, _unshifted_prior)
+        self._fit_prior = None
+        if self.train_prior is not None:
+            self._fit_prior = self._set_calibration.prior(n_classes)
         self._no_shift = None
         if self.method != "known":
             # The batches are compared with these posteriors: the model's own,
@@ -475,17 +483,33 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         level = 1.0 if self.shift_level is None else self.shift_level
         return self._no_shift.test(self._inner_proba(X), level)
 
+    def _unshifted_prior(self):
+        """The prior of a batch that the test finds unshifted (host).
+
+        The test compares the batch with the ``fit`` rows, so such a batch is
+        drawn as they are: their weighted label frequencies, which are
+        ``train_prior_`` unless ``train_prior`` was given (a model trained on
+        other data, or balanced: the ``fit`` rows' prior is not the model's).
+        A class without weight in ``y`` keeps ``train_prior_`` (a prior of 0
+        would rule the class out of every unshifted batch).
+        """
+        fit_prior = getattr(self, "_fit_prior", None)
+        if fit_prior is None or not np.all(fit_prior > 0):
+            return self.train_prior_
+        return fit_prior
+
     def _prior_of(self, proba, unshifted=None):
         """The test prior (host) of the inner posteriors ``proba``.
 
-        ``unshifted``: where the test finds no shift (None: ``train_prior_``).
+        ``unshifted``: where the test finds no shift (None:
+        :meth:`_unshifted_prior`).
         """
         self._check_unchanged()
         if self.method == "known":
             return self.test_prior_
         prior, _ = shift_gated_prior(
             proba,
-            self.train_prior_ if unshifted is None else unshifted,
+            self._unshifted_prior() if unshifted is None else unshifted,
             self._batch_prior,
             self._no_shift,
             self.shift_level,
@@ -512,8 +536,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         -------
         prior : ndarray of shape (n_classes,) or (n_labels,)
             The estimated prior in the order of ``classes_`` (``test_prior_``
-            for ``method="known"``, ``train_prior_`` when the test of
-            ``shift_level`` finds no shift). After a multi-label ``fit``, each
+            for ``method="known"``; when the test of ``shift_level`` finds no
+            shift, the prior of the ``fit`` data: ``train_prior_``, or the
+            label frequencies of ``y`` with a given ``train_prior``). After a multi-label ``fit``, each
             label's estimated prior of being present.
         """
         check_is_fitted(self)

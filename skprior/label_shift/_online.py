@@ -95,7 +95,9 @@ class StreamState:
         method, n_classes = est.method, est._n_classes()
         self.shift_odds = SHIFT_ODDS
         self.params = online_params(est)
-        self.start = est.test_prior_ if method == "known" else est.train_prior_
+        # (before a shift is found, the stream's prior is that of the fit
+        # rows, as for a batch the test finds unshifted)
+        self.start = est.test_prior_ if method == "known" else est._unshifted_prior()
         self.prior = self.start.copy()
         self.n_seen = 0
         self.shifted = method == "known" or est.shift_level is None

@@ -705,3 +705,44 @@ def test_shift_level_set_after_fit_is_checked_where_it_is_used(level, method):
     wrapper.set_params(shift_level=level)
     with pytest.raises(ValueError, match=r"'shift_level'.*range \(0.0, 1.0\]"):
         getattr(wrapper, method)(rows[1100:1200])
+
+
+def test_an_unshifted_batch_takes_the_fit_rows_prior_with_a_given_train_prior():
+    """A balanced model (class_weight='balanced': calibrated to a uniform
+    prior, given as train_prior) fitted on held-out rows of classes at about
+    80/15/5: a batch drawn as those rows is not shifted from them, and takes
+    their label frequencies (Bayes' rule from the uniform prior), not the
+    uniform prior. It kept the uniform one: the model's own posteriors, log
+    loss 0.68 against 0.41. The stream, before any shift, starts there too.
+    A class without rows in y keeps train_prior_ (0 would rule it out)."""
+    from sklearn.datasets import make_classification
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_classification(
+        n_samples=4000, n_classes=3, n_informative=3, n_redundant=0,
+        weights=[0.8, 0.15, 0.05], class_sep=0.8, random_state=0,
+    )  # fmt: skip
+    model = LogisticRegression(class_weight="balanced").fit(X[:1000], y[:1000])
+    uniform = np.full(3, 1 / 3)
+    wrapper = PriorAdaptedClassifier(model, train_prior=uniform)
+    wrapper.fit(X[1000:2500], y[1000:2500])
+    fit_prior = np.bincount(y[1000:2500], minlength=3) / 1500
+    batch = X[2500:]
+    assert not wrapper.test_shift(batch).shifted
+    np.testing.assert_allclose(wrapper.estimate_prior(batch), fit_prior)
+    expected = adjust_to_prior(model.predict_proba(batch), uniform, fit_prior)
+    np.testing.assert_allclose(wrapper.predict_proba(batch), expected, rtol=1e-12)
+    assert nll(expected, y[2500:]) < nll(model.predict_proba(batch), y[2500:]) - 0.1
+    np.testing.assert_allclose(
+        wrapper.predict_proba_online(batch), expected, rtol=1e-12
+    )
+    # (weighted label frequencies, as train_prior_ would be without train_prior)
+    weights = np.where(y[1000:2500] == 0, 2.0, 1.0)
+    wrapper.fit(X[1000:2500], y[1000:2500], sample_weight=weights)
+    counts = np.bincount(y[1000:2500], weights=weights, minlength=3)
+    np.testing.assert_allclose(wrapper.estimate_prior(batch), counts / counts.sum())
+    present = y[1000:2500] != 2
+    wrapper.fit(X[1000:2500][present], y[1000:2500][present])
+    calm = batch[y[2500:] != 2]
+    assert not wrapper.test_shift(calm).shifted
+    np.testing.assert_allclose(wrapper.estimate_prior(calm), uniform)
