@@ -307,7 +307,9 @@ class BasePriorClassifier(
         y_index = encode_labels(y, classes, positions=True)
         train_prior = self._given_train_prior()
         if train_prior is None:
-            self.train_prior_ = label_frequencies(y_index, classes.shape[0], sample_weight)
+            self.train_prior_ = label_frequencies(
+                y_index, classes.shape[0], sample_weight
+            )
         else:
             self.train_prior_ = check_prior(
                 train_prior, classes.shape[0], name="train_prior", classes=classes

@@ -924,7 +924,9 @@ import warnings
 import array_api_strict as xp, numpy as np, sklearn
 from sklearn.datasets import load_iris
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-from skprior import CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier
+from skprior import (
+    CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier
+)
 X, y = load_iris(return_X_y=True)
 warnings.simplefilter("ignore")
 for wrapper in (CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier):

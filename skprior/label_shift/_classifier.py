@@ -538,8 +538,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
             The estimated prior in the order of ``classes_`` (``test_prior_``
             for ``method="known"``; when the test of ``shift_level`` finds no
             shift, the prior of the ``fit`` data: ``train_prior_``, or the
-            label frequencies of ``y`` with a given ``train_prior``). After a multi-label ``fit``, each
-            label's estimated prior of being present.
+            label frequencies of ``y`` with a given ``train_prior``). After a
+            multi-label ``fit``, each label's estimated prior of being present.
         """
         check_is_fitted(self)
         if self._is_multilabel():

@@ -238,10 +238,11 @@ class StreamState:
         elif isinstance(self.tracker, CumulativePrior):
             with warnings.catch_warnings():
                 if not self.shifted:
-                    # (predict_proba_online keeps its start (the fit rows' prior) until
-                    # the stream is found shifted, but for the weight of the
-                    # first rows: a noisy estimate is used at most at that
-                    # weight, rho W / (1 + rho W), 0.09 before any evidence)
+                    # (predict_proba_online keeps its start, the fit rows'
+                    # prior, until the stream is found shifted, but for the
+                    # weight of the first rows: a noisy estimate is used at
+                    # most at that weight, rho W / (1 + rho W), 0.09 before
+                    # any evidence)
                     warnings.filterwarnings(
                         "ignore", "The stream's prior", category=UserWarning
                     )
