@@ -286,6 +286,9 @@ def alternating_normalization_counts(
     low-confidence rows (those corrected) and of confident reference rows
     (``None`` where not counted). The command line reports them.
     """
+    # (Python floats: NumPy scalars, as np.quantile gives, do not mix with
+    # the arrays of every library -- array-api-strict refuses them)
+    tau, alpha = float(tau), float(alpha)
     # The batch's namespace; a reference of another library than a NumPy
     # batch's is refused in _confident_reference, and two foreign libraries
     # by get_namespace.

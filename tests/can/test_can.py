@@ -782,3 +782,17 @@ def test_tau_read_off_float32_entropies_counts_its_row():
         out = alternating_normalization(proba, prior, tau=tau, alpha=2.0)
         assert not np.array_equal(out[i], proba[i]), i
         assert np.array_equal(out[entropy < tau - 1e-6], proba[entropy < tau - 1e-6])
+
+
+def test_numpy_scalar_tau_and_alpha_on_another_library():
+    """tau and alpha as NumPy scalars (np.quantile's, np.float32) on
+    array-api-strict rows: the NumPy path's result. They reached the arrays
+    as they were, and array-api-strict refused them (TypeError)."""
+    xp = pytest.importorskip("array_api_strict")
+    proba = synthetic_proba(40, 5, seed=3)
+    prior = np.full(5, 0.2)
+    expected = alternating_normalization(proba, prior, tau=0.5, alpha=2.0)
+    assert not np.allclose(expected, proba)
+    for tau, alpha in [(np.float64(0.5), 2.0), (0.5, np.float64(2.0))]:
+        out = alternating_normalization(xp.asarray(proba), prior, tau=tau, alpha=alpha)
+        np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-12)
