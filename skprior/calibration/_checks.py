@@ -81,8 +81,10 @@ def dirichlet_free_parameters(data, reg_lambda, reg_mu):
     2.36 against 1.94 for the model itself).
     """
     n_classes, n_eff = data.shape[1], effective_rows(data)
-    off_free = reg_lambda / max(n_classes * (n_classes - 1), 1) < 1 / n_eff
-    bias_free = reg_mu / n_classes < 1 / n_eff
+    # (Python bools: a NumPy scalar reg_lambda would make them numpy.bool_,
+    # and the count a NumPy integer that the warning's text cannot use)
+    off_free = bool(reg_lambda / max(n_classes * (n_classes - 1), 1) < 1 / n_eff)
+    bias_free = bool(reg_mu / n_classes < 1 / n_eff)
     off_diagonal = n_classes * (n_classes - 1)
     return n_classes + off_diagonal * off_free + (n_classes - 1) * bias_free
 

@@ -642,3 +642,17 @@ def test_dirichlet_on_logits_of_1e4_reaches_the_naive_minimum(seed):
     ours = reference(np.concatenate([matrix.ravel(), bias]))
     assert ours < np.log(4)  # (the uniform map's)
     assert ours == pytest.approx(best.fun, abs=1e-6)
+
+
+def test_few_rows_warning_with_numpy_scalar_regularisation():
+    """reg_lambda from np.logspace (a NumPy scalar) on few rows: the fit and
+    its warning, as with a Python float. The warning's text raised TypeError
+    (the count of free parameters was a NumPy integer, from numpy.bool_)."""
+    rng = np.random.default_rng(0)
+    logits, y = rng.normal(size=(20, 3)), np.arange(20) % 3
+    with pytest.warns(UserWarning, match="fits 3 free parameters on 20"):
+        got = fit_dirichlet_calibration(logits, y, reg_lambda=np.float64(1.0))
+    with pytest.warns(UserWarning, match="fits 3 free parameters on 20"):
+        expected = fit_dirichlet_calibration(logits, y, reg_lambda=1.0)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
