@@ -691,3 +691,39 @@ def test_prior_interval_with_repeated_rows_and_a_calibration_set(outputs):
     )
     np.testing.assert_allclose(low.compute(), expected[0], atol=1e-9)
     np.testing.assert_allclose(high.compute(), expected[1], atol=1e-9)
+
+
+def test_filtered_sample_weight_of_unknown_chunk_sizes():
+    """Weights filtered as the rows are (w[mask]: Dask does not know their
+    chunk sizes, so their number of rows is NaN) give NumPy's results. Three
+    functions raised AttributeError (the weights came back as a NumPy array,
+    which has no rechunk)."""
+    from skprior import estimate_source_prior, joint_confusion_matrix
+
+    rng = np.random.default_rng(0)
+    logits, y = rng.normal(size=(60, 3)), np.arange(60) % 3
+    weights = rng.uniform(1, 2, 60)
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    keep = np.arange(60) % 5 != 0
+    mask = da.from_array(keep, chunks=10)
+
+    def filtered(array):
+        return da.from_array(array, chunks=(10,) + array.shape[1:])[mask]
+
+    cases = [
+        (estimate_source_prior, proba, {}),
+        (joint_confusion_matrix, proba, {}),
+        (fit_dirichlet_calibration, logits, {"reg_lambda": 1.0}),
+    ]
+    for function, values, options in cases:
+        got = function(
+            filtered(values), filtered(y), sample_weight=filtered(weights), **options
+        )
+        expected = function(
+            values[keep], y[keep], sample_weight=weights[keep], **options
+        )
+        got, expected = (
+            list(r) if isinstance(r, tuple) else [r] for r in (got, expected)
+        )
+        for a, b in zip(da.compute(*got), expected, strict=True):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6)

@@ -218,6 +218,8 @@ def known_rows(array, merge=True):
         array = array.compute_chunk_sizes()
     if 0 in array.chunks[0] and array.shape[0]:
         array = array.rechunk({0: tuple(size for size in array.chunks[0] if size)})
+    if array.ndim == 1:  # (a vector per row: weights, labels)
+        return array
     return coarse_chunks(array) if merge else array.rechunk({1: -1})
 
 

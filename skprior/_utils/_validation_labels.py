@@ -16,6 +16,7 @@ from skprior._utils._array_api import (
     device_of,
     get_namespace,
     is_dask,
+    known_rows,
     namespace_of,
     per_row,
     to_host,
@@ -233,6 +234,10 @@ def check_sample_weight(
             )
             return per_row(xp, weights, like, dtype=dtype)
         weights = as_float(xp, sample_weight, name)
+        if is_dask(xp) and weights.ndim == 1:
+            # (filtered weights, w[mask]: their number of rows is NaN until
+            # their chunk sizes are computed, as the data's are)
+            weights = known_rows(weights)
         if weights.ndim == 1 and weights.shape[0] == n_samples:  # (as the labels)
             weights = per_row(xp, weights, like, dtype=dtype)
             finite, smallest, largest = to_host(
