@@ -455,6 +455,10 @@ def _confident_reference(xp, is_numpy, proba, reference, reference_weight, args)
     else:
         if not _is_foreign(reference):  # (held on the host: to the device)
             reference = xp.asarray(np.asarray(reference), device=device_of(proba))
+        elif device_of(reference) != device_of(proba):
+            # (on another device of the same library: moved, as the labels
+            # and references of the other functions are)
+            reference = xp.asarray(reference, device=device_of(proba))
         reference = check_proba(reference, name="reference")
         weight = check_sample_weight(
             reference_weight,

@@ -796,3 +796,23 @@ def test_numpy_scalar_tau_and_alpha_on_another_library():
     for tau, alpha in [(np.float64(0.5), 2.0), (0.5, np.float64(2.0))]:
         out = alternating_normalization(xp.asarray(proba), prior, tau=tau, alpha=alpha)
         np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-12)
+
+
+def test_reference_on_another_device_of_the_same_library():
+    """A reference on another array-api-strict device than the batch's is
+    moved to the batch's (as other functions move labels and references):
+    the result equals the NumPy path's. array-api-strict refused to mix the
+    two devices, from inside CAN."""
+    xp = pytest.importorskip("array_api_strict")
+    proba = synthetic_proba(40, 5, seed=3)
+    reference = synthetic_proba(30, 5, seed=4)
+    prior = np.full(5, 0.2)
+    expected = alternating_normalization(proba, prior, tau=0.5, reference=reference)
+    out = alternating_normalization(
+        xp.asarray(proba),
+        prior,
+        tau=0.5,
+        reference=xp.asarray(reference, device=xp.Device("device1")),
+    )
+    assert out.device == xp.asarray(proba).device
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-12)
