@@ -448,7 +448,9 @@ def _bcts_newton(data, start_temperature, verbose):
             break
         # (T changes by at most e**2 a step: where the logits carry no
         # information, a tends to 0 and the full step would overflow it)
-        step *= min(1.0, 2.0 / abs(step[0]))
+        # (a step of 0 in log a, logits equal within every row: left as it is)
+        if abs(step[0]) > 2.0:
+            step *= 2.0 / abs(step[0])
         for t in 0.5 ** np.arange(_MAX_HALVINGS):
             new = _bcts_pass(data, theta + t * step)
             if new[0] <= loss + 1e-4 * t * (grad @ step):  # (Armijo)

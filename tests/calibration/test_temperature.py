@@ -673,6 +673,20 @@ def test_bcts_on_random_logits_warns(n, n_classes):
         fit_bias_corrected_temperature(logits, y)
 
 
+def test_bcts_on_logits_equal_within_rows_warns_only_its_own_warning():
+    """Logits equal within every row: T = 1 and the class biases, with the
+    "no better than chance" warning alone. NumPy's divide-by-zero warning
+    leaked three times before it (the Newton step in log a is exactly 0)."""
+    y = np.random.default_rng(0).integers(0, 3, 500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.warns(UserWarning, match="no better than chance"):
+            temperature, bias = fit_bias_corrected_temperature(np.zeros((500, 3)), y)
+    assert temperature == 1.0
+    counts = np.bincount(y, minlength=3)
+    np.testing.assert_allclose(bias, np.log(counts) - np.log(counts).mean(), atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["lenet-5-cifar-100", "wideresnet-16-4-cifar-10"])
 def test_bcts_on_real_logits_does_not_warn(name):
     """Real model outputs, even a weak model, on 500 rows and at least 10 per
