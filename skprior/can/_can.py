@@ -77,7 +77,8 @@ def topk_entropy(proba, k=DEFAULT_K, *, kind=DEFAULT_UNCERTAINTY):
     -------
     uncertainty : ndarray of shape (n_samples,)
         Values in [0, 1]; 1 is most uncertain. In the namespace, on the device
-        and in the float dtype of ``proba`` (computed in float64).
+        and in the float dtype of ``proba`` (computed in float64; float64 for
+        float16 ``proba``).
 
     References
     ----------

@@ -288,7 +288,8 @@ def reliability_curve(
         Fraction of the total weight in each non-empty bin.
 
         The three are arrays of the namespace, device and float dtype of
-        ``y_proba`` (float32 in, float32 out), computed in float64.
+        ``y_proba`` (float32 in, float32 out; float64 for float16), computed
+        in float64.
 
     See Also
     --------
