@@ -37,7 +37,10 @@ from skprior.label_shift._conformal import (
     SET_CONSTRAINTS,
     SetCalibration,
 )
-from skprior.label_shift._confusion import joint_confusion_matrix
+from skprior.label_shift._confusion import (
+    joint_confusion_matrix,
+    warn_if_few_predictions,
+)
 from skprior.label_shift._online import OnlineMixin, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
@@ -521,6 +524,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         if len(self.train_prior_) == 1:  # (one class: its prior is 1)
             return self.train_prior_
         if self.method in ("bbse", "rlls"):
+            if self.method == "bbse":  # (RLLS keeps such a batch near q)
+                warn_if_few_predictions(*proba.shape, "BBSE")
             return confusion_prior(self, predicted_counts(proba))
         return on_host(self._estimate(proba).prior)
 

@@ -296,8 +296,9 @@ class OnlineMixin:
     def reset_prior(self):
         """Forget the stream: the on-line estimate goes back to its start.
 
-        The start is ``test_prior_`` for ``method="known"`` and ``train_prior_``
-        otherwise.
+        The start is ``test_prior_`` for ``method="known"`` and otherwise the
+        prior of the ``fit`` data (``train_prior_``, or the label frequencies
+        of ``y`` with a given ``train_prior``: see ``shift_level``).
 
         Returns
         -------

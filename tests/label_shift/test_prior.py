@@ -609,7 +609,7 @@ def test_bbse_singular_confusion_is_defined():
     """A class never predicted makes C singular; least squares still answers."""
     confusion = np.array([[0.5, 0.2, 0.1], [0.0, 0.2, 0.0], [0.0, 0.0, 0.0]])
     confusion /= confusion.sum()
-    proba = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0]])
+    proba = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.6, 0.4, 0.0]])
     prior = bbse_test_prior(proba, confusion)
     assert np.all(np.isfinite(prior)) and prior.sum() == pytest.approx(1.0)
 

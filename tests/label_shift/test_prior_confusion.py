@@ -438,3 +438,27 @@ def test_class_missing_from_the_held_out_labels_warns(cifar10, estimate):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         function(batch, full)
+
+
+def test_bbse_from_fewer_rows_than_classes_warns():
+    """BBSE from the hard predictions of fewer rows than classes is mostly
+    noise (from one row, a vertex: posteriors adjusted to it one-hot, a true
+    class at probability 0 in a third of 2-row batches), and now says so, as
+    the MLE does; silent before. A batch of as many rows as classes does not."""
+    X, y = make_classification(
+        n_samples=600, n_classes=3, n_informative=3, n_redundant=0, random_state=0
+    )
+    model = LogisticRegression().fit(X[:300], y[:300])
+    confusion = joint_confusion_matrix(model.predict_proba(X[300:500]), y[300:500])
+    batch = model.predict_proba(X[500:])
+    with pytest.warns(UserWarning, match="hard predictions of a single row for 3"):
+        prior = bbse_test_prior(batch[:1], confusion)
+    assert np.sort(prior).tolist() == [0.0, 0.0, 1.0]
+    wrapper = PriorAdaptedClassifier(model, method="bbse", shift_level=None)
+    wrapper.fit(X[300:500], y[300:500])
+    with pytest.warns(UserWarning, match="hard predictions of 2 rows for 3"):
+        wrapper.predict_proba(X[500:502])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bbse_test_prior(batch[:3], confusion)
+        wrapper.predict_proba(X[500:503])
