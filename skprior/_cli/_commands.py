@@ -315,7 +315,9 @@ def _adapt_batch(args, proba, labels, train_prior):
         before = None
         adjust = partial(by_blocks, adjust, out=proba)
     with library_errors():
-        adjusted = adjust(proba)
+        # (not adapted: the posteriors as read, not Bayes' rule from the
+        # training prior to itself, which moves entries by a rounding)
+        adjusted = adjust(proba) if adapted else proba
     # (the values printed are the prior the output is adapted to: without an
     # adaptation, the training prior, and the heading says so)
     what = "test prior" if adapted else "not adapted, training prior kept"

@@ -83,7 +83,8 @@ def check_diagram_path(path):
     if suffix not in formats:
         known = ", ".join("." + name for name in sorted(formats))
         raise InputError(
-            f"{path}: matplotlib cannot write this file type; use one of {known}."
+            f"--diagram {path}: matplotlib cannot write this file type; use one "
+            f"of {known}."
         )
     check_output_folder(path, "--diagram")
 

@@ -475,7 +475,7 @@ BAD_OPTIONS = [
     (["can", "good.npy", "--prior", PRIOR, "--diagram", "d.png"],
      ["--diagram needs --labels"]),
     (["can", "good.npy", "--prior", PRIOR, "--labels", "labels.npy", "--diagram",
-      "d.xyz"], ["d.xyz: matplotlib cannot write this file type"]),
+      "d.xyz"], ["--diagram d.xyz: matplotlib cannot write this file type"]),
     (["no-such-command"], ["invalid choice: 'no-such-command'", "--help"]),
 ]  # fmt: skip
 
