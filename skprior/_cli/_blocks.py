@@ -76,12 +76,36 @@ def wants_out_of_core(args):
     path = Path(args.outputs)
     if path.suffix.lower() in LAZY_SUFFIXES or getattr(args, "out_of_core", False):
         return True
+    return why_out_of_core(args) is not None
+
+
+def why_out_of_core(args):
+    """Why a .npy OUTPUTS goes out of core unasked (None where it does not).
+
+    The sentence that errors of such a run end with: a user who did not ask
+    for --out-of-core learns why its options are refused.
+    """
+    path = Path(args.outputs)
     if path.suffix.lower() != ".npy" or not path.is_file():
-        return False
+        return None
     memory = _available_bytes()
     factor = MEMORY_FACTOR.get(args.command, 3)
     peak = path.stat().st_size * factor
-    return memory is not None and peak > COMFORTABLE * memory
+    if memory is None or peak <= COMFORTABLE * memory:
+        return None
+    return (
+        f"This run went out of core by itself: {args.command} on {path} "
+        f"({_size(path.stat().st_size)}) would hold about {_size(peak)} in "
+        f"memory, more than half of the {_size(memory)} available now; free "
+        f"memory to run it in memory, or split the file."
+    )
+
+
+def _size(n_bytes):
+    """``n_bytes`` in MB (in kB below one)."""
+    if n_bytes < 2**20:
+        return f"{n_bytes / 2**10:,.0f} kB"
+    return f"{n_bytes / 2**20:,.0f} MB"
 
 
 def _open(path, option):

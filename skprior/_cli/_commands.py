@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from skprior._cli import _blocks as _cli_blocks
-from skprior._cli._blocks import wants_out_of_core
+from skprior._cli._blocks import wants_out_of_core, why_out_of_core
 from skprior._cli._calibrate import _calibrate
 from skprior._cli._common import InputError, library_errors
 from skprior._cli._demo import demo
@@ -352,11 +352,16 @@ def _run(args):
     if getattr(args, "diagram", None) is not None:
         check_diagram_path(args.diagram)
     lazy = getattr(args, "outputs", None) is not None and wants_out_of_core(args)
+    unasked = lazy and not getattr(args, "out_of_core", False) and why_out_of_core(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with passes(args) if lazy else contextlib.nullcontext():
                 return COMMANDS[args.command](args)
+        except InputError as exc:
+            if not unasked:
+                raise
+            raise InputError(f"{exc} {unasked}") from exc
         finally:  # (also when the command fails: a warning may explain why)
             # (once each: a step run by row blocks may warn once per block)
             messages = (" ".join(str(w.message).split()) for w in caught)

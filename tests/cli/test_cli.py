@@ -453,7 +453,7 @@ def test_adapt_leaves_a_batch_without_shift_alone(files, tmp_path, capsys):
 
 
 def test_adapt_writes_an_unadapted_batch_as_it_was_read(files, tmp_path, capsys):
-    """"posteriors unchanged" holds to the bit: a batch left alone is written
+    """ "posteriors unchanged" holds to the bit: a batch left alone is written
     as read, not through Bayes' rule from the training prior to itself, which
     moved 2,024 of 8,000 float64 entries by a rounding (2e-16)."""
     paths, arrays = files

@@ -117,6 +117,24 @@ def test_switch_to_out_of_core_weighs_the_command_peak(
     assert _blocks._available_bytes.__module__  # (a real function was patched)
 
 
+def test_errors_of_a_run_out_of_core_unasked_say_why(folder, capsys, monkeypatch):
+    """A run that went out of core by itself (too little memory) and refuses
+    an option (a .csv --output, --diagram) says so: the user did not ask for
+    --out-of-core, and learnt only that out-of-core runs cannot. Asked for,
+    the error stays as it was."""
+    monkeypatch.setattr(_blocks, "_available_bytes", lambda: 1000)
+    base = ["can", "p.npy", "--prior", "1,1,1,1,1,1,1,1,1,1"]
+    for extra in (["-o", "out.csv"], ["--labels", "y.npy", "--diagram", "d.png"]):
+        if "--diagram" in extra:
+            pytest.importorskip("matplotlib")
+        code, _, err = run(capsys, *base, *extra)
+        assert code == 2
+        assert "This run went out of core by itself: can on p.npy (24 kB) would" in err
+        assert "more than half of the 1 kB available now" in err
+        code, _, err = run(capsys, *base, *extra, "--out-of-core")
+        assert code == 2 and "went out of core by itself" not in err
+
+
 def test_available_memory_is_read():
     assert _blocks._available_bytes() > 0
 
