@@ -40,6 +40,9 @@ class UniformKnownPrior(PriorAdaptedClassifier):
             super()._fit_post_hoc(X, y_index, sample_weight)
         finally:
             self.test_prior = None
+            # (the value fit read, for the check of a later set_params)
+            if hasattr(self, "_fitted_priors"):
+                self._fitted_priors["test_prior"] = None
 
 
 # name -> (class, parameters); the defaults first.

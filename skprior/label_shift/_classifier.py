@@ -370,6 +370,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                 f"ignores it. Pass method='known' to use the given prior."
             )
         self._n_iter, self._fit_proba = 1, None
+        # (read by fit only: a later set_params of them is refused, not ignored)
+        names = ("train_prior", "source_prior", "test_prior")
+        self._fitted_priors = {name: getattr(self, name) for name in names}
         if self.method == "known":
             if self.test_prior is None:
                 raise ValueError(
@@ -444,6 +447,13 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                 f"{self.method!r} after fit; call fit again (fit computes what "
                 f"each method needs, e.g. the confusion matrix of 'bbse')."
             )
+        for name, given in getattr(self, "_fitted_priors", {}).items():
+            if not _same_value(getattr(self, name), given):
+                raise ValueError(
+                    f"{name} was changed after fit, which read it into the "
+                    f"fitted state (train_prior_, test_prior_); call fit again "
+                    f"to use the new value."
+                )
         if stream:
             self._stream.check_params(self)
 
@@ -555,3 +565,28 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         prior = self._prior_of(proba)
         # (float32 in, float32 out, as adjust_to_prior and every namespace)
         return reweight(proba, self.train_prior_, prior, dtype=proba.dtype)
+
+
+def _same_value(value, given):
+    """Whether a parameter ``value`` is still the ``given`` one (or equal to it)."""
+    if value is given:
+        return True
+    if (
+        value is None
+        or given is None
+        or isinstance(value, str) != isinstance(given, str)
+    ):
+        return False
+    try:
+        if isinstance(value, dict) or isinstance(given, dict):
+            return (
+                isinstance(value, dict)
+                and isinstance(given, dict)
+                and (
+                    value.keys() == given.keys()
+                    and all(np.array_equal(value[key], given[key]) for key in value)
+                )
+            )
+        return bool(np.array_equal(np.asarray(value), np.asarray(given)))
+    except (TypeError, ValueError):  # (values of no common array form)
+        return False

@@ -1134,3 +1134,30 @@ def test_pga_on_exact_zeros_is_silent():
     exact = estimate_test_prior(proba, q, solver="squarem", tol=1e-10)
     assert found.converged
     np.testing.assert_allclose(found.prior, exact.prior, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("test_prior", [0.1, 0.1, 0.8]),
+        ("train_prior", [0.2, 0.3, 0.5]),
+        ("source_prior", "mean_posterior"),
+    ],
+)
+def test_priors_changed_after_fit_are_refused(blobs, name, value):
+    """train_prior, source_prior and test_prior are read by fit only: set after
+    it they were ignored without a word (the output unchanged); they are now
+    refused as a changed method is. The same values again are no change."""
+    X, y = blobs
+    model = LogisticRegression(max_iter=1000).fit(X[:1500], y[:1500])
+    wrapper = PriorAdaptedClassifier(model, method="known", test_prior=[0.8, 0.1, 0.1])
+    wrapper.fit(X[1500:2200], y[1500:2200])
+    expected = wrapper.predict_proba(X[2200:])
+    wrapper.set_params(**wrapper.get_params(deep=False))
+    wrapper.set_params(test_prior=np.array([0.8, 0.1, 0.1]))  # (equal values)
+    np.testing.assert_array_equal(wrapper.predict_proba(X[2200:]), expected)
+    wrapper.set_params(**{name: value})
+    with pytest.raises(ValueError, match=f"{name} was changed after fit"):
+        wrapper.predict_proba(X[2200:])
+    wrapper.fit(X[1500:2200], y[1500:2200])
+    assert not np.array_equal(wrapper.predict_proba(X[2200:]), expected)
