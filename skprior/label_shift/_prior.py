@@ -44,7 +44,7 @@ from skprior.label_shift._solvers import (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class PriorEstimate:
     """The result of :func:`estimate_test_prior`.
 
@@ -87,6 +87,23 @@ class PriorEstimate:
     # (the batch and the settings, for the interval; not a field: results
     # compare, print and convert as before)
     fit: dataclasses.InitVar[Fit | None] = None
+
+    def __eq__(self, other):
+        """Equal fields, the priors compared as arrays (on the host).
+
+        (The dataclass's own ``==`` compared the priors inside a tuple, which
+        raised "truth value of an array is ambiguous".)
+        """
+        if not isinstance(other, PriorEstimate):
+            return NotImplemented
+        numbers = ("n_iter", "n_passes", "converged", "objective")
+        if any(getattr(self, name) != getattr(other, name) for name in numbers):
+            return False
+        (mine,) = to_host(get_namespace(self.prior)[0], self.prior)
+        (theirs,) = to_host(get_namespace(other.prior)[0], other.prior)
+        return bool(np.array_equal(mine, theirs))
+
+    __hash__ = None  # (mutable arrays inside: unhashable, as before)
 
     def __post_init__(self, fit):
         object.__setattr__(self, "_fit", fit)

@@ -1161,3 +1161,13 @@ def test_priors_changed_after_fit_are_refused(blobs, name, value):
         wrapper.predict_proba(X[2200:])
     wrapper.fit(X[1500:2200], y[1500:2200])
     assert not np.array_equal(wrapper.predict_proba(X[2200:]), expected)
+
+
+def test_prior_estimates_compare_by_value():
+    """Two results of the same estimate are equal (and one of another batch
+    is not); == raised "truth value of an array is ambiguous"."""
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), size=50)
+    first = estimate_test_prior(proba, [1 / 3] * 3)
+    assert first == estimate_test_prior(proba, [1 / 3] * 3)
+    assert first != estimate_test_prior(proba[:40], [1 / 3] * 3)
