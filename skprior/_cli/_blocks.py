@@ -169,7 +169,9 @@ def open_outputs(args):
         # as much as the command)
         name = f"OUTPUTS {args.outputs}"
         refuse_probabilities(_first_block(array), name)
-        # (checked as each block is computed, naming the file, as in memory)
+        # (checked as each block is computed, naming the file, as in memory;
+        # float16 logits as float32, as in memory: _io.logits_dtype)
+        array = array.astype(logits_dtype(array))
         return softmax_temperature(check_logits(array, name, False, lazy=True)[0], 1.0)
     from skprior._utils._validation import check_proba
 
@@ -242,6 +244,10 @@ def open_logits(args, path=None, option="OUTPUTS"):
     path = args.outputs if path is None else path
     array = _open(path, option)
     dtype = logits_dtype(array)
+    if array.dtype == np.float16 and not args.logits:
+        # (float16 probabilities are renormalised in float64, in memory too:
+        # _io.read_outputs; their logarithm is float64 there)
+        dtype = np.float64
     if args.logits:
         from skprior._utils._validation import check_logits
 

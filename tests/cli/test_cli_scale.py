@@ -135,6 +135,29 @@ def test_errors_of_a_run_out_of_core_unasked_say_why(folder, capsys, monkeypatch
         assert code == 2 and "went out of core by itself" not in err
 
 
+def test_float16_files_give_the_in_memory_dtype_out_of_core(folder, capsys):
+    """float16 files: the same dtype of result out of core as in memory --
+    float32 for logits (can, adapt), float64 for probabilities (calibrate,
+    renormalised in float64). Out of core gave float64 and float32."""
+    np.save("p16.npy", np.load("p.npy").astype(np.float16))
+    np.save("z16.npy", np.load("z.npy").astype(np.float16))
+    prior = ["--prior", "1,1,1,1,1,1,1,1,1,1"]
+    commands = {
+        "cal": ["calibrate", "p16.npy", "--fit-labels", "y.npy"],
+        "can": ["can", "z16.npy", "--logits", *prior],
+        "adapt": ["adapt", "z16.npy", "--logits", *prior, "--shift-level", "1"],
+    }
+    for name, argv in commands.items():
+        dtypes = []
+        for extra in ([], ["--out-of-core"]):
+            out = f"{name}{len(extra)}.npy"
+            code, _, err = run(capsys, *argv, "-q", "-o", out, *extra)
+            assert code == 0, err
+            dtypes.append(np.load(out).dtype)
+        assert dtypes[0] == dtypes[1], (name, dtypes)
+        assert dtypes[0] == (np.float64 if name == "cal" else np.float32)
+
+
 def test_available_memory_is_read():
     assert _blocks._available_bytes() > 0
 
