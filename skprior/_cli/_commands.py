@@ -23,7 +23,7 @@ import numpy as np
 from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core, why_out_of_core
 from skprior._cli._calibrate import _calibrate
-from skprior._cli._common import InputError, library_errors
+from skprior._cli._common import InputError, in_command_words, library_errors
 from skprior._cli._demo import demo
 from skprior._cli._io import (
     check_not_an_input,
@@ -364,7 +364,9 @@ def _run(args):
             raise InputError(f"{exc} {unasked}") from exc
         finally:  # (also when the command fails: a warning may explain why)
             # (once each: a step run by row blocks may warn once per block)
-            messages = (" ".join(str(w.message).split()) for w in caught)
+            messages = (
+                in_command_words(" ".join(str(w.message).split())) for w in caught
+            )
             for message in dict.fromkeys(messages):
                 print(f"skprior {args.command}: warning: {message}", file=sys.stderr)
 

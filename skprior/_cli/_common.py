@@ -51,6 +51,27 @@ def _as_option(match):
     return _OPTIONS.get(name, "--" + name.replace("_", "-")) + " "
 
 
+# The library's advice in the words of the command line (errors and
+# warnings): its arguments and functions become the commands' options.
+_ADVICE = (
+    ("or k='auto'", "or --k auto"),
+    (
+        "Lower tau, or use a reference set (the `reference` argument, or "
+        "reference='fit' in CANClassifier)",
+        "Lower --tau, or pass --reference FILE (held-out outputs)",
+    ),
+    ("or use fit_temperature (one parameter)", "or use --method ec, nll or bcts"),
+)
+
+
+def in_command_words(message):
+    """``message`` of the library with its parameters and advice as options."""
+    message = _PARAMETER.sub(_as_option, message)
+    for library, command in _ADVICE:
+        message = message.replace(library, command)
+    return message
+
+
 @contextlib.contextmanager
 def library_errors():
     """Report the library's refusals of bad arguments as input errors.
@@ -61,4 +82,4 @@ def library_errors():
     try:
         yield
     except (ValueError, TypeError) as exc:
-        raise InputError(_PARAMETER.sub(_as_option, str(exc))) from exc
+        raise InputError(in_command_words(str(exc))) from exc

@@ -713,3 +713,34 @@ def test_an_empty_folder_as_zarr_output_is_refused_as_such(
     argv = _args("can", "good.npy", "--out-of-core", "-o", "out.zarr")
     expected = ["--output out.zarr exists", "(an empty folder)"]
     assert _outcome(capsys, monkeypatch, tmp_path, argv, expected) == "clear"
+
+
+def test_library_advice_is_given_in_the_commands_options(tmp_path, capsys):
+    """The library's advice names its arguments and functions (k='auto', the
+    `reference` argument, fit_temperature); the command line's errors and
+    warnings name the options instead."""
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(4), size=200)
+    np.save(tmp_path / "p.npy", proba)
+    y = proba.argmax(axis=1)
+    y[y == 2] = 1
+    np.save(tmp_path / "y.npy", y)
+    prior = ["--prior", "1,1,1,1"]
+    cases = [
+        (["can", tmp_path / "p.npy", *prior, "--k", "5"], "or --k auto", "k='auto'"),
+        (
+            ["can", tmp_path / "p.npy", *prior, "--tau", "0"],
+            "Lower --tau, or pass --reference FILE",
+            "CANClassifier",
+        ),
+        (
+            ["calibrate", tmp_path / "p.npy", "--fit-labels", tmp_path / "y.npy",
+             "--method", "vs"],
+            "or use --method ec, nll or bcts",
+            "fit_temperature",
+        ),
+    ]  # fmt: skip
+    for argv, said, unsaid in cases:
+        main([str(a) for a in argv])
+        err = capsys.readouterr().err
+        assert said in err and unsaid not in err, err
