@@ -178,7 +178,13 @@ class Tracker:
             self.tracker.update(proba)
         else:
             hard = np.bincount(proba.argmax(axis=1), minlength=proba.shape[1])
-            self.tracker.update((self.inverse @ (hard / len(proba))) * self.held_out)
+            estimate = (self.inverse @ (hard / len(proba))) * self.held_out
+            # (C singular, a class never predicted on the validation half:
+            # the minimum-norm solution need not sum to one, and the trackers
+            # refuse it; onto the plane of sum one, as the wrapper's stream
+            # does, _online.StreamState)
+            estimate += (1.0 - estimate.sum()) / estimate.size
+            self.tracker.update(estimate)
         self.prior = on_host(self.tracker.prior_)
 
 
