@@ -182,7 +182,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         starts again from the batch where the shift was found.
     online_weight_ : float
         The weight :meth:`predict_proba_online` gives ``online_prior_``
-        against the training prior: 1 once ``online_shifted_``; while the
+        against the prior of the ``fit`` data (see ``shift_level``): 1 once
+        ``online_shifted_``; while the
         bets run, the posterior probability of a shift at prior odds 0.1
         given their wealth (at most 0.1 on average without shift); else 0.
     classes_ : ndarray of shape (n_classes,)

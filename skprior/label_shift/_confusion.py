@@ -10,6 +10,8 @@ that holds between held-out and test data. Their solves, on
 ``K``-vectors on the host, are at the end of the module.
 """
 
+from numbers import Real
+
 import numpy as np
 from scipy.optimize import brentq, nnls
 
@@ -468,6 +470,22 @@ def rlls_weights(frequencies, confusion, reg):
     return _ridge_weights(confusion, frequencies, np.exp(root))
 
 
+def check_rlls_reg(reg):
+    """Refuse an RLLS penalty that is not a number >= 0 or ``"auto"``.
+
+    Also where scikit-learn's parameter check does not run: a wrapper's
+    ``rlls_reg`` set after ``fit``, checked before a stream's state changes.
+    """
+    if isinstance(reg, str) and reg == "auto":
+        return
+    is_number = isinstance(reg, Real) and not isinstance(reg, bool)
+    if not is_number or not reg >= 0:
+        raise ValueError(
+            f"reg={reg!r}: RLLS takes a penalty >= 0 or 'auto'. Pass "
+            f"reg='auto' (the default), reg=0.0 (BBSE) or a number."
+        )
+
+
 def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
     """The RLLS prior ``q_held_out * w`` renormalised (``reg`` may be "auto").
 
@@ -477,11 +495,7 @@ def rlls_from_frequencies(frequencies, confusion, reg, n_samples):
     waits for a thread that is not scheduled (K = 100: 2x slower with a second
     busy process on two cores).
     """
-    if isinstance(reg, bool):  # (a bool is an int to the constraint)
-        raise ValueError(
-            f"reg={reg} is a bool; RLLS takes a penalty >= 0 or 'auto'. Pass "
-            f"reg='auto' (the default), reg=0.0 (BBSE) or a number."
-        )
+    check_rlls_reg(reg)
     check_class_count(
         confusion.shape[0],
         MAX_RLLS_CLASSES,

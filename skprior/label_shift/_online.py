@@ -20,7 +20,11 @@ from skprior._utils._constraints import check_level
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
-from skprior.label_shift._confusion import bbse_from_frequencies, rlls_from_frequencies
+from skprior.label_shift._confusion import (
+    bbse_from_frequencies,
+    check_rlls_reg,
+    rlls_from_frequencies,
+)
 from skprior.label_shift._shift_solvers import StreamShiftMonitor
 from skprior.label_shift._solvers import like, predicted_counts, reweight, sums_and_bet
 from skprior.label_shift._stream import FLHFTL, CumulativePrior, FollowTheHistory
@@ -206,6 +210,8 @@ class StreamState:
         # max_iter=-1 had counted the batch in n_seen and the shift test):
         # the level, and the drift trackers' estimate of the batch.
         check_level(est.shift_level, optional=True)
+        if est.method == "rlls":
+            check_rlls_reg(est.rlls_reg)
         drift = self.counts is None and isinstance(
             self.tracker, (FollowTheHistory, FLHFTL)
         )
@@ -373,8 +379,10 @@ class OnlineMixin:
 
         Unlike :meth:`predict_proba` the output of a row does not depend on the
         rest of ``X``; call :meth:`update_prior` first to include ``X`` in the
-        estimate. As :meth:`predict_proba` leaves a batch without shift as it
-        is, the prior is ``w * online_prior_ + (1 - w) * train_prior_`` with
+        estimate. As :meth:`predict_proba` gives a batch without shift the
+        prior of the ``fit`` data, the prior is ``w * online_prior_ + (1 - w)
+        * start``, ``start`` that prior (``train_prior_``, or the label
+        frequencies of ``y`` with a given ``train_prior``), with
         ``w = online_weight_``: 1 once the stream is found shifted
         (``online_shifted_``), 0 before but for the stream's first rows. A
         row sure of a class that ``online_prior_`` puts at exactly 0 keeps its

@@ -377,7 +377,7 @@ def test_rlls_penalty_given_as_a_bool_is_refused(reg):
     rng = np.random.default_rng(0)
     proba, y = rng.dirichlet(np.ones(3), 200), rng.integers(0, 3, 200)
     confusion = joint_confusion_matrix(proba, y)
-    with pytest.raises(ValueError, match=r"reg=(True|False) is a bool.*reg='auto'"):
+    with pytest.raises(ValueError, match=r"reg=(True|False): RLLS takes.*reg='auto'"):
         rlls_test_prior(proba, confusion, reg=reg)
 
 

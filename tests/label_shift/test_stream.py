@@ -503,6 +503,29 @@ def test_a_call_that_raises_leaves_the_stream_as_it_was():
     assert est.n_seen_ == 20
 
 
+@pytest.mark.parametrize("online", ["aggregate", "cumulative"])
+def test_a_bad_rlls_penalty_leaves_the_stream_as_it_was(online):
+    """An RLLS stream after set_params(rlls_reg=True, -1 or 'foo') raised
+    only once the batch was counted (n_seen, the prediction counts, the
+    shift test): a retry counted it twice. -1 and 'foo' were even taken
+    (the latter as 'auto'). The penalty is now checked first."""
+    X, y = make_blobs(3000, centers=3, cluster_std=3.0, random_state=0)
+    est = PriorAdaptedClassifier(LogisticRegression(), method="rlls", online=online)
+    est.fit(X[:1500], y[:1500])
+    est.update_prior(X[1500:1530])
+    state = pickle.dumps(est._stream)
+    for bad in (True, -1.0, "foo"):
+        est.set_params(rlls_reg=bad)
+        with pytest.raises(ValueError, match="RLLS takes a penalty >= 0 or 'auto'"):
+            est.update_prior(X[1530:1540])
+        assert pickle.dumps(est._stream) == state
+        with pytest.raises(ValueError, match="RLLS takes a penalty"):
+            est.set_params(shift_level=None).predict_proba(X[1530:1540])
+        est.set_params(shift_level=0.01)
+    est.set_params(rlls_reg="auto").update_prior(X[1530:1540])
+    assert est.n_seen_ == 40
+
+
 def test_the_online_weight_is_the_one_the_prediction_uses():
     """set_params(shift_level=None) mid-stream takes effect at the next
     update_prior, as every stream setting: until then the prediction is the
