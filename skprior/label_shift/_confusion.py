@@ -30,6 +30,7 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
+from skprior.label_shift._estimate_warnings import warn_if_few_predictions
 from skprior.label_shift._solvers import (
     joint_confusion,
     like,
@@ -141,25 +142,6 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     frequencies = predicted_counts(proba) / proba.shape[0]
     prior = bbse_from_frequencies(frequencies, confusion, projection)
     return like(prior, proba)
-
-
-def warn_if_few_predictions(n_rows, n_classes, method):
-    """Warn when a batch has fewer rows than classes to count predictions of.
-
-    Most classes then have no prediction, and the estimate from the counts
-    is mostly noise: from one row a vertex of the simplex, and posteriors
-    adjusted to it one-hot (a true class at probability 0 in a third of the
-    2-row batches of 3 classes), as the MLE's from so few rows.
-    """
-    if n_rows < n_classes:
-        what = "a single row" if n_rows == 1 else f"{n_rows} rows"
-        warn_user(
-            f"The {method} test prior is estimated from the hard predictions of "
-            f"{what} for {n_classes} classes: most classes have none, the "
-            f"estimate is mostly noise, and posteriors adjusted to it come out "
-            f"near one-hot. Estimate from larger batches or keep the training "
-            f"prior."
-        )
 
 
 @validate_params(

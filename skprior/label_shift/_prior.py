@@ -33,11 +33,13 @@ from skprior._utils._validation import (
     warn_user,
 )
 from skprior._utils._validation_labels import check_class_indices, check_sample_weight
+from skprior.label_shift._estimate_warnings import (
+    warn_if_degenerate,
+    warn_if_pinned,
+)
 from skprior.label_shift._intervals import Fit, confidence_interval
 from skprior.label_shift._solvers import (
-    _Problem,
     like,
-    mean_posterior,
     reweight,
     solve_prior,
     stranded_rows,
@@ -455,8 +457,8 @@ def estimate_test_prior(
     pinned = solver != "pga" and concentration == 0 and np.any(start == 0)
     # (classes that init holds at 0 against the data: that warning says why,
     # not the one of a degenerate estimate)
-    if not (pinned and _warn_if_pinned(proba, train, tol, start, prior)):
-        _warn_if_degenerate(proba, train, prior, method)
+    if not (pinned and warn_if_pinned(proba, train, tol, start, prior)):
+        warn_if_degenerate(proba, train, prior, method)
     if not converged:
         advice = (
             "Increase max_iter or tol"
@@ -478,71 +480,6 @@ def estimate_test_prior(
         objective=objective,
         fit=Fit(proba, train, prior, concentration, solver, max_iter, tol),
     )
-
-
-def _warn_if_pinned(proba, train_prior, tol, start, prior):
-    """Warn when classes that ``init`` puts at 0, where EM keeps them, would rise.
-
-    At the MLE a class at 0 has likelihood gradient ``g_k <= 1``; above 1 the
-    data pull it up, and the estimate is the constrained one, not the MLE.
-    One more pass, only when ``init`` has zeros. Returns whether it warned.
-    """
-    gradient, _ = _Problem(proba, train_prior, 0.0, tol, "em").evaluate(prior)
-    pulled = np.flatnonzero((start == 0) & (gradient > 1 + tol))
-    if len(pulled):
-        warn_user(
-            f"init is 0 for classes {pulled.tolist()}, and EM keeps a class at 0 "
-            f"where it starts, but the batch pulls them up (likelihood gradient "
-            f"{np.round(gradient[pulled], 3).tolist()} > 1): the estimate is "
-            f"not the MLE. Pass an init that is positive on them, or "
-            f"solver='pga'."
-        )
-    return len(pulled) > 0
-
-
-def _warn_if_degenerate(proba, train_prior, prior, method):
-    """Warn when the estimate is noise or miscalibration rather than a prior.
-
-    Two signs: a batch with fewer rows than classes (a single row's MLE is the
-    vertex of its largest ``p_k / q_k``), and classes driven to ~0 that hold
-    most of the batch's posterior mass -- a class really absent from the batch
-    holds little of it, one removed by a weak or miscalibrated model its share.
-    """
-    n_rows, n_classes = proba.shape
-    fix = (
-        "Adapt only batches that a test finds shifted (label_shift_test; "
-        "PriorAdaptedClassifier does by default), calibrate the model first"
-    )
-    # (MAP's own advice is not to use MAP; its estimate is no vertex)
-    or_map = ", or use method='map'" if method == "mle" else ""
-    if n_rows < n_classes:
-        what = "a single row" if n_rows == 1 else f"{n_rows} rows"
-        vertex = (
-            " (from a single row, the vertex of the largest p_k / q_k), and "
-            "posteriors adjusted to it come out near one-hot"
-        )
-        warn_user(
-            f"The {method.upper()} test prior is estimated from {what} for "
-            f"{n_classes} classes: it is mostly noise{vertex if or_map else ''}."
-            f" Estimate from larger batches or keep the training prior{or_map}.",
-        )
-        return
-    # The classes driven to ~0 (below 1% of their training prior) and the
-    # share of the batch's mean posterior they hold: a really absent class
-    # holds little of it, one removed by miscalibration or noise its share.
-    gone = prior < 1e-2 * train_prior
-    if not gone.any():  # (no class driven to ~0: no pass for the mass)
-        return
-    count, mass = int(gone.sum()), float(mean_posterior(proba)[gone].sum())
-    if mass > 0.5:
-        warn_user(
-            f"The {method.upper()} test prior drives {count} of {n_classes} "
-            f"classes to ~0 (below 1% of their training prior) although they "
-            f"hold {mass:.0%} of the batch's posterior mass: the signature of a "
-            f"weak or class-wise miscalibrated model rather than of absent "
-            f"classes, and adapting to it can cost much accuracy and log loss. "
-            f"{fix}{or_map}.",
-        )
 
 
 @validate_params(
