@@ -124,8 +124,6 @@ def _confusion(proba, labels):
 def main(argv=None):
     import warnings
 
-    import torch
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--classes", type=int, default=1000)
@@ -133,6 +131,8 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-numpy", action="store_true")
     args = parser.parse_args(argv)
+    import torch  # (after the options: --help without PyTorch)
+
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     on_gpu = device.startswith("cuda")
     synchronize = torch.cuda.synchronize if on_gpu else (lambda: None)
