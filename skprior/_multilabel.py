@@ -35,6 +35,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_consistent_length
 
 from skprior._utils._validation import warn_user
+from skprior._utils._validation_arrays import same_value
 from skprior._utils._validation_labels import check_sample_weight
 
 # Arguments of skprior's array functions that hold a prior (split by label by
@@ -324,6 +325,8 @@ def fit_labels(wrapper, X, y, sample_weight, fit_params):
 
     wrapper.estimator_ = model
     wrapper.label_estimators_ = estimators
+    # (the parameters the labels were built with: see sync_label_params)
+    wrapper._label_fit_params = params
     wrapper.train_prior_ = _present([e.train_prior_ for e in estimators], estimators)
     copy_feature_attributes(wrapper, model)
     return wrapper
@@ -345,8 +348,34 @@ def _outputs(wrapper):
     return wrapper.label_estimators_[0].estimator_.outputs
 
 
+def sync_label_params(wrapper):
+    """Hand the wrapper's parameters changed since ``fit`` on to its labels.
+
+    Each label's wrapper was built with the parameters of ``fit``; one
+    changed since by ``set_params`` (``tau``, ``shift_level``, ...) takes
+    effect as it does on a single-label wrapper (whose own checks refuse
+    what must be refitted, a changed ``method``). The per-label priors were
+    split at ``fit``: a change of one of them is refused.
+    """
+    given = getattr(wrapper, "_label_fit_params", None)
+    if given is None:  # (a wrapper pickled before)
+        return
+    for name, value in wrapper.get_params(deep=False).items():
+        if name == "estimator" or same_value(value, given.get(name)):
+            continue
+        if name in PRIOR_ARGUMENTS:
+            raise ValueError(
+                f"{name} was changed after fit, which split it into the "
+                f"labels' priors; call fit again to use the new value."
+            )
+        for estimator in wrapper.label_estimators_:
+            estimator.set_params(**{name: value})
+        given[name] = value
+
+
 def label_results(wrapper, method, X):
     """``method(X)`` of each label's estimator, the model predicting ``X`` once."""
+    sync_label_params(wrapper)
     results = []
     with _outputs(wrapper).batch(X) as outputs:
         for label, estimator in enumerate(wrapper.label_estimators_):

@@ -816,3 +816,38 @@ def test_per_label_keeps_the_namespace(library, outputs):
         for array in got_arrays:
             assert xp(array) is xp(ns(test)), type(array)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_set_params_after_a_multilabel_fit_reaches_every_label(letters):
+    """A parameter set after a multi-label fit takes effect at the next
+    predict_proba, as on one label's wrapper: each label's copy kept fit's
+    (CAN's tau, the shift level ignored; reset_prior() then applied the
+    latter, changing batch predictions). A changed per-label prior is
+    refused; a changed method is refused by the labels, as on one."""
+    X_train, X_cal, X_test, Y_train, Y_cal, _ = letters
+    model = MultiOutputClassifier(LogisticRegression(max_iter=1000))
+    model.fit(X_train, Y_train)
+    for wrapper, name, value in [
+        (CANClassifier(model), "tau", 0.5),
+        (PriorAdaptedClassifier(model), "shift_level", None),
+    ]:
+        wrapper.fit(X_cal, Y_cal)
+        before = wrapper.predict_proba(X_test)
+        wrapper.set_params(**{name: value})
+        refit = clone(wrapper).set_params(estimator=model).fit(X_cal, Y_cal)
+        for got, expected in zip(
+            wrapper.predict_proba(X_test), refit.predict_proba(X_test), strict=True
+        ):
+            np.testing.assert_allclose(got, expected, rtol=1e-12)
+        assert any(
+            not np.allclose(a, b)
+            for a, b in zip(before, wrapper.predict_proba(X_test), strict=True)
+        )
+    wrapper = PriorAdaptedClassifier(model).fit(X_cal, Y_cal)
+    wrapper.set_params(train_prior=np.full(Y_cal.shape[1], 0.5))
+    with pytest.raises(ValueError, match="train_prior was changed after fit"):
+        wrapper.predict_proba(X_test)
+    wrapper = PriorAdaptedClassifier(model).fit(X_cal, Y_cal)
+    wrapper.set_params(method="map")
+    with pytest.raises(ValueError, match="method was changed"):
+        wrapper.predict_proba(X_test)

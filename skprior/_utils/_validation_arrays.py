@@ -262,3 +262,28 @@ def check_out(out, proba):
             "itself to work in place, or an array of its own."
         )
     return out
+
+
+def same_value(value, given):
+    """Whether a parameter ``value`` is still the ``given`` one (or equal to it)."""
+    if value is given:
+        return True
+    if (
+        value is None
+        or given is None
+        or isinstance(value, str) != isinstance(given, str)
+    ):
+        return False
+    try:
+        if isinstance(value, dict) or isinstance(given, dict):
+            return (
+                isinstance(value, dict)
+                and isinstance(given, dict)
+                and (
+                    value.keys() == given.keys()
+                    and all(np.array_equal(value[key], given[key]) for key in value)
+                )
+            )
+        return bool(np.array_equal(np.asarray(value), np.asarray(given)))
+    except (TypeError, ValueError):  # (values of no common array form)
+        return False

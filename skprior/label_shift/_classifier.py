@@ -30,7 +30,7 @@ from skprior._utils._options import (
 )
 from skprior._utils._sklearn_compat import StrOptions
 from skprior._utils._validation import check_prior, check_train_prior, warn_user
-from skprior._utils._validation_arrays import on_host
+from skprior._utils._validation_arrays import on_host, same_value
 from skprior._utils._validation_labels import check_sample_weight
 from skprior.label_shift._conformal import (
     DEFAULT_SET_DELTA,
@@ -449,7 +449,7 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
                 f"each method needs, e.g. the confusion matrix of 'bbse')."
             )
         for name, given in getattr(self, "_fitted_priors", {}).items():
-            if not _same_value(getattr(self, name), given):
+            if not same_value(getattr(self, name), given):
                 raise ValueError(
                     f"{name} was changed after fit, which read it into the "
                     f"fitted state (train_prior_, test_prior_); call fit again "
@@ -566,28 +566,3 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         prior = self._prior_of(proba)
         # (float32 in, float32 out, as adjust_to_prior and every namespace)
         return reweight(proba, self.train_prior_, prior, dtype=proba.dtype)
-
-
-def _same_value(value, given):
-    """Whether a parameter ``value`` is still the ``given`` one (or equal to it)."""
-    if value is given:
-        return True
-    if (
-        value is None
-        or given is None
-        or isinstance(value, str) != isinstance(given, str)
-    ):
-        return False
-    try:
-        if isinstance(value, dict) or isinstance(given, dict):
-            return (
-                isinstance(value, dict)
-                and isinstance(given, dict)
-                and (
-                    value.keys() == given.keys()
-                    and all(np.array_equal(value[key], given[key]) for key in value)
-                )
-            )
-        return bool(np.array_equal(np.asarray(value), np.asarray(given)))
-    except (TypeError, ValueError):  # (values of no common array form)
-        return False
