@@ -16,10 +16,13 @@ repository root) prints one JSON line per case.
 import dataclasses
 import itertools
 import json
+import os
 import re
+import subprocess
 import sys
 import traceback
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +32,20 @@ import numpy as np
 # per-row values in float64, as tests/test_array_api.py reads today's NumPy
 # path), in float32 where the device has no float64.
 RESULT_DTYPE = "input"
+
+
+def run_under_dispatch(*argv):
+    """``python *argv`` from the repository root with ``SCIPY_ARRAY_API=1``.
+
+    scikit-learn's array API dispatch needs it set before SciPy is imported:
+    in a process of its own. Returns the completed process (text output).
+    """
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(
+        [sys.executable, *argv], env=env, capture_output=True, text=True, cwd=root
+    )
+
 
 # Rows per Dask chunk: the 200-row inputs are split in two.
 DASK_CHUNK = 100

@@ -32,6 +32,7 @@ from skprior import (
     topk_entropy,
 )
 from skprior.metrics import expected_calibration_error, reliability_curve
+from tests._namespaces import run_under_dispatch
 
 array_api_compat = pytest.importorskip("array_api_compat")
 
@@ -597,14 +598,7 @@ def test_wrappers_keep_the_namespace():
     a torch tensor equal to the NumPy one (in a subprocess: SciPy reads
     SCIPY_ARRAY_API at import)."""
     pytest.importorskip("torch")
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _WRAPPER_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    )
+    done = run_under_dispatch("-c", _WRAPPER_SCRIPT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
 

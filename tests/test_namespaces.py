@@ -23,10 +23,7 @@ and dtypes (itself tested against naive references in the other modules).
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 import traceback
 import warnings
 from functools import partial
@@ -70,6 +67,7 @@ from tests._namespaces import (
     assert_same_warnings,
     combination_id,
     package_warnings,
+    run_under_dispatch,
     wrapper_cases,
     yield_namespace_device_dtype_combinations,
 )
@@ -863,22 +861,13 @@ def test_every_public_function_is_in_the_matrix():
 
 # -- the wrappers under scikit-learn's array API dispatch, with a torch model ----------
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def wrapper_results():
     """Every wrapper case on every torch device and dtype, in one subprocess
     (SciPy reads SCIPY_ARRAY_API when it is imported)."""
     pytest.importorskip("torch")
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests._namespaces"],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = run_under_dispatch("-m", "tests._namespaces")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line]
     return {line["case"]: line["error"] for line in lines}
@@ -950,13 +939,6 @@ def test_wrappers_under_dispatch_with_array_api_strict_classes():
     failed in fit with "object of type 'Array' has no len()". They now give
     array-api-strict probabilities equal to the NumPy wrapper's."""
     pytest.importorskip("array_api_strict")
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", STRICT_WRAPPERS],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = run_under_dispatch("-c", STRICT_WRAPPERS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
