@@ -17,7 +17,7 @@ from skprior._cli import _blocks as _cli_blocks
 from skprior._cli._blocks import wants_out_of_core
 from skprior._cli._common import InputError
 from skprior._cli._io import read_labels, read_outputs, write_array
-from skprior._cli._progress import bar
+from skprior._cli._progress import bar, ticking
 from skprior._cli._report import (
     diagram,
     print_change,
@@ -56,9 +56,11 @@ def _load(args, path=None, option="OUTPUTS", read=read_outputs, n_classes=None):
     """
     path = args.outputs if path is None else path
     start = time.perf_counter()
-    proba = read(
-        path, option=option, key=args.key, logits=args.logits, note=_note(args)
-    )
+    # (a text file of millions of rows takes tens of seconds to parse)
+    with ticking(args, f"reading {path}"):
+        proba = read(
+            path, option=option, key=args.key, logits=args.logits, note=_note(args)
+        )
     _say(
         args,
         f"read {path}: {proba.shape[0]} rows, {proba.shape[1]} classes "
@@ -137,7 +139,8 @@ def _finish(args, before, after, labels, extra=None, old=None):
     # diagram that cannot be written leaves --output as it was, and so on)
     with contextlib.ExitStack() as stack:
         if args.output is not None:
-            write_array(args.output, after, extra, stack)
+            with ticking(args, f"writing {args.output}"):
+                write_array(args.output, after, extra, stack)
         if draw:
             diagram(args.diagram, old, new, f"skprior {args.command}", stack)
     for path in (args.output, args.diagram if draw else None):
