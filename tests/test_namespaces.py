@@ -916,8 +916,15 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from skprior import (
     CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier
 )
+from sklearn.utils._array_api import get_namespace
 X, y = load_iris(return_X_y=True)
 warnings.simplefilter("ignore")
+with sklearn.config_context(array_api_dispatch=True):
+    get_namespace(xp.asarray(X))  # (scikit-learn sets the standard's version)
+version = xp.get_array_api_strict_flags()["api_version"]
+if version < "2024.12":
+    print(f"skip: {version}")
+    raise SystemExit
 for wrapper in (CANClassifier, PriorAdaptedClassifier, TemperatureCalibratedClassifier):
     for fitted in (True, False):
         model = LinearDiscriminantAnalysis()
@@ -941,4 +948,9 @@ def test_wrappers_under_dispatch_with_array_api_strict_classes():
     pytest.importorskip("array_api_strict")
     done = run_under_dispatch("-c", STRICT_WRAPPERS)
     assert done.returncode == 0, done.stderr[-3000:]
+    if done.stdout.startswith("skip: "):
+        # (scikit-learn 1.6 sets array-api-strict to the 2023.12
+        # standard, without the Python scalars of elementwise functions and
+        # where() that skprior's array code takes, as torch's and CuPy's do)
+        pytest.skip(f"scikit-learn sets array-api-strict to {done.stdout[6:]}")
     assert done.stdout.strip() == "ok"
