@@ -37,10 +37,8 @@ from skprior.label_shift._conformal import (
     SET_CONSTRAINTS,
     SetCalibration,
 )
-from skprior.label_shift._confusion import (
-    joint_confusion_matrix,
-    warn_if_few_predictions,
-)
+from skprior.label_shift._confusion import joint_confusion_matrix
+from skprior.label_shift._estimate_warnings import warn_if_few_predictions
 from skprior.label_shift._online import OnlineMixin, confusion_prior
 from skprior.label_shift._policy import ShiftGate, shift_gated_prior
 from skprior.label_shift._prior import estimate_source_prior, estimate_test_prior
@@ -183,9 +181,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
     online_weight_ : float
         The weight :meth:`predict_proba_online` gives ``online_prior_``
         against the prior of the ``fit`` data (see ``shift_level``): 1 once
-        ``online_shifted_``; while the
-        bets run, the posterior probability of a shift at prior odds 0.1
-        given their wealth (at most 0.1 on average without shift); else 0.
+        ``online_shifted_``; while the bets run, the posterior probability of
+        a shift at prior odds 0.1 given their wealth (at most 0.1 on average
+        without shift); else 0.
     classes_ : ndarray of shape (n_classes,)
         Class labels, from the inner model.
     n_features_in_ : int
