@@ -298,8 +298,14 @@ def score_matrix(proba, score, u=None):
         order = xp.argsort(proba, axis=1, descending=True, stable=True)
         ranked = xp.take_along_axis(proba, order, axis=1)
     mass = xp.cumulative_sum(ranked, axis=1)
+    # (over the row's own total: the last rank scores exactly 1 in every row,
+    # where the sums of rows that sum to one within a rounding gave 1 - ulp
+    # in some and 1 in others, and a class set by the largest score left
+    # the sets of rows that rank it last)
+    total = mass[:, -1:]
+    mass = mass / total
     if u is not None:
-        mass = mass - (1.0 - xp.astype(u, proba.dtype))[:, None] * ranked
+        mass = mass - (1.0 - xp.astype(u, proba.dtype))[:, None] * (ranked / total)
     if is_numpy:
         out = np.empty_like(mass)
         np.put_along_axis(out, order, mass, axis=1)
