@@ -89,8 +89,9 @@ responsibilities :math:`\rho_{rj} = \hat\pi_j g_{rj}` (``mu_j`` the
 calibration set's class means, the rows of :math:`M` without one, and
 :math:`\bar g` for ``target="prior"``). A class's effective number of
 draws is :math:`(\sum w)^2/\sum w^2`; with no repeat the term is 0 and the
-interval is the one above, and a batch that holds every row twice gets
-exactly the interval of its rows once. When a batch is drawn with
+interval is the one above, and without a calibration set a batch that
+holds every row twice gets exactly the interval of its rows once (with one,
+within a few percent of its width). When a batch is drawn with
 replacement from a pool of :math:`m_j` rows of class ``j``,
 :math:`\mathrm{E}\sum_{r\in j} w_r^2 = n_j + n_j(n_j - 1)/m_j`: the
 term is the pool's own sampling error (the pool is one sample of the
