@@ -155,7 +155,13 @@ class ReliabilityDisplay:
         display : ReliabilityDisplay
             The display, with ``line_``, ``ax_``, ``hist_ax_``, ``figure_``.
         """
-        if histogram not in (True, False, "auto"):
+        if isinstance(histogram, str) and histogram == "auto":
+            pass
+        elif isinstance(histogram, (bool, np.bool_)):
+            # (as a Python bool: np.False_ is not False, and passed the check
+            # by equality to be read as True below, by identity)
+            histogram = bool(histogram)
+        else:
             raise ValueError(
                 f"histogram must be True, False or 'auto', got {histogram!r}."
             )

@@ -127,6 +127,23 @@ def test_bad_histogram_value_is_refused():
         ReliabilityDisplay.from_predictions(y, proba, histogram="yes")
 
 
+def test_numpy_booleans_for_histogram_are_read_as_booleans():
+    """histogram=np.False_ (from a config or a grid) draws no histogram and
+    np.True_ draws one on the caller's axes, as False and True do; 0 and 1
+    are refused. np.False_ passed the check by equality and was read as True
+    by identity (and np.True_ as not True)."""
+    y, proba = [0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4]
+    for value, drawn in [(np.False_, False), (np.True_, True)]:
+        new = ReliabilityDisplay.from_predictions(y, proba, histogram=value)
+        _, ax = plt.subplots()
+        own = ReliabilityDisplay.from_predictions(y, proba, histogram=value, ax=ax)
+        assert (new.hist_ax_ is not None) == drawn
+        assert (own.hist_ax_ is not None) == drawn
+    for value in (0, 1):
+        with pytest.raises(ValueError, match="histogram must be True, False"):
+            ReliabilityDisplay.from_predictions(y, proba, histogram=value)
+
+
 def test_from_estimator_needs_predict_proba():
     """A model without predict_proba is refused with a reason."""
     with pytest.raises(TypeError, match="predict_proba"):
