@@ -46,12 +46,16 @@ def _scored(y_true, y_proba, labels, sample_weight):
     return xp, is_numpy, dtype, y_index, proba, weights
 
 
-def _float_precision(proba):
+def _float_precision(proba, checked):
     """The NumPy float dtype of ``proba`` as given (any library), float64 if none.
 
     bfloat16 and non-float inputs count as float64: their edges are not
-    rounded (bfloat16 has no NumPy dtype; integers are exact).
+    rounded (bfloat16 has no NumPy dtype; integers are exact). Input without
+    a dtype of its own (a DataFrame, a list of rows) counts as ``checked``,
+    the array it was read into (float32 columns stay float32 there).
     """
+    if getattr(proba, "dtype", None) is None:
+        proba = checked
     try:
         dtype = np.dtype(_dtype_name(proba))
     except TypeError:
@@ -216,7 +220,7 @@ def expected_calibration_error(
     xp, is_numpy, dtype, y_index, proba, weights = _scored(
         y_true, y_proba, labels, sample_weight
     )
-    given = _float_precision(y_proba)  # (before float16 is widened)
+    given = _float_precision(y_proba, proba)  # (before float16 is widened)
     if kind == "top_label":
         columns = [_top_label(xp, dtype, y_index, proba)]
     else:
@@ -313,7 +317,7 @@ def reliability_curve(
         y_true, y_proba, labels, sample_weight
     )
     confidence, hits = _top_label(xp, dtype, y_index, proba)
-    given = _float_precision(y_proba)  # (before float16 is widened)
+    given = _float_precision(y_proba, proba)  # (before float16 is widened)
     sums = _binned_sums(
         xp, is_numpy, confidence, hits, weights, n_bins, strategy, given
     )

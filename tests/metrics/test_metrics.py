@@ -333,3 +333,23 @@ def test_dataframe_columns_in_another_order_are_refused():
             frame = pd.DataFrame(proba, columns=columns)
             ece = expected_calibration_error(y_int, frame, labels=labels)
             assert ece == expected
+
+
+def test_a_float32_dataframe_bins_as_the_float32_array():
+    """float32 probabilities in a DataFrame or a list of rows have no dtype of
+    their own to read: the edges are those of the float32 array they are
+    read into, as for the array itself (ECE 0.25, one bin). They took float64
+    edges, above which float32's 0.8 lies: a bin up, ECE 0.45."""
+    pd = pytest.importorskip("pandas")
+    proba = np.array([[0.8, 0.2], [0.7, 0.3]], dtype=np.float32)
+    y = [0, 1]
+    expected = expected_calibration_error(y, proba, n_bins=5)
+    assert expected == pytest.approx(0.25)
+    for given in (pd.DataFrame(proba), list(proba)):
+        assert expected_calibration_error(y, given, n_bins=5) == expected
+        for got, want in zip(
+            reliability_curve(y, given, n_bins=5),
+            reliability_curve(y, proba, n_bins=5),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(got, want)
