@@ -85,6 +85,11 @@ def _split_data(value, name):
         raise ValueError(
             f"{name} is empty (shape {tuple(value.shape)}): pass at least one row."
         )
+    if n_labels == 0:
+        raise ValueError(
+            f"{name} has no label (shape {tuple(value.shape)}): pass an "
+            f"(n_samples, n_labels) matrix with at least one column."
+        )
     if name == "logits":
         # one score per label: the two-class function reads it as logits (0, s)
         return form, [value[:, label] for label in range(n_labels)]

@@ -851,3 +851,13 @@ def test_set_params_after_a_multilabel_fit_reaches_every_label(letters):
     wrapper.set_params(method="map")
     with pytest.raises(ValueError, match="method was changed"):
         wrapper.predict_proba(X_test)
+
+
+def test_per_label_refuses_a_matrix_without_labels_clearly():
+    """A matrix of no column (no label) gets the reason and the fix, as one of
+    no row does; it failed inside NumPy ("zero-size array to reduction
+    operation minimum")."""
+    with pytest.raises(ValueError, match=r"proba has no label \(shape \(4, 0\)\)"):
+        per_label(alternating_normalization, np.zeros((4, 0)), np.zeros(0))
+    with pytest.raises(ValueError, match=r"proba is empty \(shape \(0, 3\)\)"):
+        per_label(alternating_normalization, np.zeros((0, 3)), np.full(3, 0.5))
