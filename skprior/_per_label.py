@@ -223,7 +223,10 @@ def per_label(func, *args, **kwargs):
         "present". One value per row (:func:`topk_entropy`): shape
         (n_samples, L). Numbers: shape (L,). Arrays of one shape: stacked,
         shape (L, ...) (a prior of each label: (L, 2)). A tuple: each of its
-        parts by these rules. Anything else: a list of L results.
+        parts by these rules. Anything else: a list of L results (of
+        :func:`estimate_test_prior`, its ``PriorEstimate`` objects:
+        ``np.stack([e.prior for e in result])`` gives the (L, 2) priors that
+        ``per_label(adjust_to_prior, ...)`` takes).
 
     See Also
     --------

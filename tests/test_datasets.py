@@ -65,3 +65,11 @@ def test_data_home_expands_the_home_folder(tmp_path, monkeypatch):
     _write_pmlb(tmp_path / "ok.tsv.gz", ["a", "target"], [[1, 0], [2, 1]])
     X, y = load_pmlb("ok", data_home="~")
     np.testing.assert_array_equal(y, [0, 1])
+
+
+def test_a_file_with_a_header_and_no_rows_is_refused_clearly(tmp_path):
+    """A header-only file gets the reason, not NumPy's IndexError from the
+    empty table (and its loadtxt warning)."""
+    _write_pmlb(tmp_path / "empty.tsv.gz", ["a", "target"], [])
+    with pytest.raises(ValueError, match="has a header but no rows"):
+        load_pmlb("empty", data_home=tmp_path)

@@ -1,6 +1,7 @@
 """Loader for the PMLB datasets shipped in ``skprior/datasets/data``."""
 
 import gzip
+import io
 from importlib import resources
 from pathlib import Path
 
@@ -57,7 +58,13 @@ def load_pmlb(name, *, data_home=None):
         path = resources.files("skprior.datasets") / "data" / f"{name}.tsv.gz"
     with path.open("rb") as raw, gzip.open(raw, "rt") as text:
         header = text.readline().rstrip("\n").split("\t")
-        table = np.loadtxt(text, delimiter="\t", dtype=np.float64, ndmin=2)
+        rows = text.read()
+    if not rows.strip():
+        raise ValueError(
+            f"{path} has a header but no rows: a PMLB file holds one row per "
+            f"sample below its header."
+        )
+    table = np.loadtxt(io.StringIO(rows), delimiter="\t", dtype=np.float64, ndmin=2)
     if "target" not in header:
         raise ValueError(
             f"{path} has no column 'target' (its columns: {header[:5]}...); a "
