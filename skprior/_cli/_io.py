@@ -8,7 +8,6 @@ file, the problem and the fix (the command prints it as one line, exit code
 2).
 """
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -382,36 +381,33 @@ def check_output_path(path, option="--output"):
     return suffix
 
 
-def write_array(path, proba, extra=None, stack=None):
+def write_array(path, proba, extra, stack):
     """Write ``proba`` to ``path``; the format follows the extension.
 
     ``.npz`` files hold ``proba`` under the key ``proba`` and the arrays of
-    ``extra`` (a dict) under their names; .npy and .csv hold ``proba`` only.
-    The file is written beside ``path`` and renamed to it once complete, so
-    that a failure (a full disk) leaves no partial result and an existing
-    file as it was. With ``stack`` (a :class:`contextlib.ExitStack`), the
-    rename waits for the stack's end, so that the files written in it
-    replace their paths together or not at all.
+    ``extra`` (a dict or None) under their names; .npy and .csv hold
+    ``proba`` only. The file is written beside ``path`` and renamed to it at
+    the end of ``stack`` (a :class:`contextlib.ExitStack`), with the other
+    files written in it (the diagram): a failure (a full disk) leaves no
+    partial result and every existing file as it was.
     """
     from skprior._utils._npy_blocks import replaced_atomically
 
     suffix = check_output_path(path)
     try:
-        with contextlib.ExitStack() as own:
-            staged = own if stack is None else stack
-            temporary = staged.enter_context(replaced_atomically(path))
-            # (through a file object: given a name, numpy would append ".npy"
-            # or ".npz" to an upper-case extension; closed inside the block,
-            # so that an error of the last write is raised before the rename)
-            with open(temporary, "wb") as handle:
-                if suffix == ".npy":
-                    np.save(handle, proba)
-                elif suffix == ".npz":
-                    np.savez(handle, proba=proba, **(extra or {}))
-                else:
-                    # Enough digits to read the same floats back.
-                    digits = 9 if proba.dtype == np.float32 else 17
-                    np.savetxt(handle, proba, delimiter=",", fmt=f"%.{digits}g")
+        temporary = stack.enter_context(replaced_atomically(path))
+        # (through a file object: given a name, numpy would append ".npy" or
+        # ".npz" to an upper-case extension; closed inside the block, so that
+        # an error of the last write is raised before the rename)
+        with open(temporary, "wb") as handle:
+            if suffix == ".npy":
+                np.save(handle, proba)
+            elif suffix == ".npz":
+                np.savez(handle, proba=proba, **(extra or {}))
+            else:
+                # Enough digits to read the same floats back.
+                digits = 9 if proba.dtype == np.float32 else 17
+                np.savetxt(handle, proba, delimiter=",", fmt=f"%.{digits}g")
     except OSError as exc:
         raise InputError(f"--output {path} cannot be written ({exc}).") from exc
 

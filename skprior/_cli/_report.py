@@ -1,6 +1,5 @@
 """The report and the reliability diagram of the ``skprior`` commands."""
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -89,14 +88,14 @@ def check_diagram_path(path):
     check_output_folder(path, "--diagram")
 
 
-def diagram(path, before, after, title, stack=None):
+def diagram(path, before, after, title, stack):
     """Save a reliability diagram to ``path`` from the rows' summaries.
 
     ``before`` and ``after`` are :func:`row_summaries` (concatenated): the
     curve needs only each row's top probability and whether it is right,
-    so the command keeps neither array of probabilities for it. With
-    ``stack`` (a :class:`contextlib.ExitStack`), the file replaces ``path``
-    at the stack's end, with the others written in it (``_io.write_array``).
+    so the command keeps neither array of probabilities for it. The file
+    replaces ``path`` at the end of ``stack`` (a
+    :class:`contextlib.ExitStack`), with --output (``_io.write_array``).
     """
     _matplotlib().use("Agg")
     import matplotlib.pyplot as plt
@@ -119,11 +118,9 @@ def diagram(path, before, after, title, stack=None):
     try:
         # (beside it and renamed once whole, as the outputs are: a full disk
         # or an interrupt leaves an earlier diagram as it was)
-        with contextlib.ExitStack() as own:
-            staged = own if stack is None else stack
-            temporary = staged.enter_context(replaced_atomically(path))
-            fig.savefig(temporary, format=Path(path).suffix[1:].lower())
+        temporary = stack.enter_context(replaced_atomically(path))
+        fig.savefig(temporary, format=Path(path).suffix[1:].lower())
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot write the diagram ({exc}).") from exc
+        raise InputError(f"--diagram {path}: cannot write the diagram ({exc}).") from exc
     finally:
         plt.close(fig)
