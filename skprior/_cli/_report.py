@@ -121,6 +121,8 @@ def diagram(path, before, after, title, stack):
         temporary = stack.enter_context(replaced_atomically(path))
         fig.savefig(temporary, format=Path(path).suffix[1:].lower())
     except (OSError, ValueError) as exc:
-        raise InputError(f"--diagram {path}: cannot write the diagram ({exc}).") from exc
+        raise InputError(
+            f"--diagram {path}: cannot write the diagram ({exc})."
+        ) from exc
     finally:
         plt.close(fig)
