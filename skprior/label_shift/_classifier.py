@@ -128,8 +128,9 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         ``fit`` data, and a batch where the test does not reject at this level
         keeps the prior of the ``fit`` data: the training prior (its
         posteriors are returned as they are), or, with a given
-        ``train_prior``, the (weighted) label frequencies of ``y`` when every
-        class has rows there (the batch is like the ``fit`` rows).
+        ``train_prior``, the (weighted) label frequencies of ``y`` with one
+        pseudo-row per class of ``train_prior`` (the batch is like the
+        ``fit`` rows).
         ``None`` adapts every batch, as without the test.
     set_score, set_mode, set_delta : default="lac", "weighted", 0.15
         The ``score`` ({"lac", "aps"}: scored on the ``fit`` data by ``fit``),
@@ -398,7 +399,14 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         # batch the test finds unshifted, _unshifted_prior)
         self._fit_prior = None
         if self.train_prior is not None:
-            self._fit_prior = self._set_calibration.prior(n_classes)
+            counts = np.bincount(
+                y_index, weights=self._set_calibration.weights, minlength=n_classes
+            )
+            # (one pseudo-row per class of train_prior_, as the stream's
+            # experts have: a few fit rows give a noisy prior, and a class
+            # without rows there is not ruled out of every unshifted batch)
+            pseudo = n_classes * self.train_prior_
+            self._fit_prior = (counts + pseudo) / (counts.sum() + n_classes)
         self._no_shift = None
         if self.method != "known":
             # The batches are compared with these posteriors: the model's own,
@@ -501,14 +509,12 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
         The test compares the batch with the ``fit`` rows, so such a batch is
         drawn as they are: their weighted label frequencies, which are
         ``train_prior_`` unless ``train_prior`` was given (a model trained on
-        other data, or balanced: the ``fit`` rows' prior is not the model's).
-        A class without weight in ``y`` keeps ``train_prior_`` (a prior of 0
-        would rule the class out of every unshifted batch).
+        other data, or balanced: the ``fit`` rows' prior is not the model's),
+        then with one pseudo-row per class of ``train_prior_`` (the MAP
+        estimate under a Dirichlet of ``K`` rows centred on it).
         """
         fit_prior = getattr(self, "_fit_prior", None)
-        if fit_prior is None or not np.all(fit_prior > 0):
-            return self.train_prior_
-        return fit_prior
+        return self.train_prior_ if fit_prior is None else fit_prior
 
     def _prior_of(self, proba, unshifted=None):
         """The test prior (host) of the inner posteriors ``proba``.
@@ -552,7 +558,8 @@ class PriorAdaptedClassifier(UncertaintyMixin, OnlineMixin, BasePriorClassifier)
             The estimated prior in the order of ``classes_`` (``test_prior_``
             for ``method="known"``; when the test of ``shift_level`` finds no
             shift, the prior of the ``fit`` data: ``train_prior_``, or the
-            label frequencies of ``y`` with a given ``train_prior``). After a
+            label frequencies of ``y`` with a given ``train_prior``, as
+            ``shift_level`` says). After a
             multi-label ``fit``, each label's estimated prior of being present.
         """
         check_is_fitted(self)

@@ -382,7 +382,8 @@ class OnlineMixin:
         estimate. As :meth:`predict_proba` gives a batch without shift the
         prior of the ``fit`` data, the prior is ``w * online_prior_ + (1 - w)
         * start``, ``start`` that prior (``train_prior_``, or the label
-        frequencies of ``y`` with a given ``train_prior``), with
+        frequencies of ``y`` with a given ``train_prior``: see
+        ``shift_level``), with
         ``w = online_weight_``: 1 once the stream is found shifted
         (``online_shifted_``), 0 before but for the stream's first rows. A
         row sure of a class that ``online_prior_`` puts at exactly 0 keeps its
