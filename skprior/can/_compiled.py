@@ -7,21 +7,22 @@ operation (row maxima and row sums for the validation, the screen, the output
 copy, the column sums of the confident rows, the correction). Here:
 
 1. :func:`screen`: the threads (one per core) take the batch in tasks of a
-   few MB in turn; in each, :func:`_screen` reads the rows once (copying
-   them into a given output as it goes; a new output gets NumPy's copy of
-   the task's rows first, and the screen reads them from the cache) and
-   computes for each row its sum (checked against 1, for the validation)
-   and its largest entry
-   seen as unsigned bits (which finds every entry that is not a finite
-   non-negative float, as ``_validation.check_proba_with_row_max`` does),
-   the top-k uncertainty of the rows that the row-maximum bound does not
-   already show confident (``_solvers.low_confidence``), and the column sums
-   of the confident rows (``sum_i A_i ** alpha``).
+   few MB in turn; in each, :func:`_screen` reads the rows once
+   (:func:`_read`, copying them into a given output as it goes; a new output
+   gets NumPy's copy of the task's rows first, and the screen reads them
+   from the cache) for each row's sum (checked against 1, for the
+   validation) and largest entry seen as unsigned bits (which finds every
+   entry that is not a finite non-negative float, as
+   ``_validation.check_proba_with_row_max`` does) and for the column sums
+   of every row. Then, from those figures, it finds the top-k uncertainty
+   of the rows that the row-maximum bound does not already show confident
+   (``_solvers.low_confidence``), and the column sums of the confident rows
+   (``sum_i A_i ** alpha``): every row's less the low rows'.
 2. :func:`correct`: the closed form of CAN with one iteration,
    ``q * b**alpha / (C + b**alpha)`` renormalised, written over the
    low-confidence rows of the output (a few percent of the batch, scattered
-   over it: each row's memory is asked for a few rows ahead, which halves
-   the time spent waiting for it).
+   over it: each row's memory is asked for two rows ahead, which more than
+   halves the time spent waiting for it).
 
 Anything else (a reference, ``d > 1``, powers near underflow, rows that
 lose digits) continues on the NumPy path from the screened batch
@@ -58,35 +59,33 @@ _LEVELS_K = 16
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-def _read_row(row, bits):
-    """The float64 sum of ``row`` and its largest entry seen as unsigned bits.
+def _read(proba, bits, out, totals, largests):
+    """One sweep over the rows: their sums, maxima and the column sums.
 
-    Reassociation lets the sum be vectorised (the only arithmetic here).
+    Writes each row's float64 sum into ``totals`` and its largest entry seen
+    as unsigned bits (of ``bits``, ``proba`` seen so) into ``largests``;
+    copies each row into ``out`` as it reads it, unless ``out`` is None
+    (settled when numba compiles). Returns the float64 column sums of every
+    row. Reassociation lets the sums be vectorised (the only arithmetic
+    here), and the column sums go into an array of this function's own,
+    which the compiler knows does not overlap ``proba`` (1.7x faster than
+    into an argument). One function for the three: a second sweep over each
+    row, even from the cache, costs a fifth of a pass on 200,000 x 100
+    float32.
     """
-    total, largest = 0.0, bits[0]
-    for j in range(row.shape[0]):
-        total += np.float64(row[j])
-        largest = max(largest, bits[j])
-    return total, largest
-
-
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-def _copy_read_row(row, bits, out_row):
-    """:func:`_read_row`, copying ``row`` into ``out_row`` in the same sweep.
-
-    One read of the batch rather than memcpy's and then :func:`_read_row`'s
-    (0.3 of a pass less on 200,000 x 100 float32 into an existing array; see
-    :func:`screen` for a new one). A function of its own: a branch between
-    the two sweeps in one function stops the vectorisation of both (3x
-    slower).
-    """
-    total, largest = 0.0, bits[0]
-    for j in range(row.shape[0]):
-        value = row[j]
-        out_row[j] = value
-        total += np.float64(value)
-        largest = max(largest, bits[j])
-    return total, largest
+    sums = np.zeros(proba.shape[1])
+    for i in range(proba.shape[0]):
+        total, largest = 0.0, bits[i, 0]
+        for j in range(proba.shape[1]):
+            value = proba[i, j]
+            if out is not None:
+                out[i, j] = value
+            total += np.float64(value)
+            largest = max(largest, bits[i, j])
+            sums[j] += np.float64(value)
+        totals[i] = total
+        largests[i] = largest
+    return sums
 
 
 @numba.njit(cache=True, nogil=True)
@@ -177,66 +176,81 @@ def _screen(
 
     ``bits`` is ``proba`` seen as unsigned integers, whose row maximum is
     ``>= bits(+inf)`` exactly when the row holds a NaN, an infinity or a
-    negative number (-0.0 included): then the return value is ``True`` and
-    the row is not screened (the caller raises, or takes the NumPy path).
-    Each row is copied into ``out`` as it is read, unless ``out`` is None.
-    A row whose sum is more than ``tolerance`` from 1 is flagged (the
-    caller raises).
+    negative number (-0.0 included): then the first value returned is
+    ``True`` and nothing else is computed (the caller raises, or takes the
+    NumPy path). Each row is copied into ``out`` as it is read, unless
+    ``out`` is None. A row whose sum is more than ``tolerance`` from 1 is
+    flagged (the caller raises).
     ``cell`` is a one-entry unsigned array and ``cell_value`` its float view,
-    which turns the row's largest bits into its largest value; ``infinity``
-    holds the bits of ``+inf``. A row is low-confidence when its
-    top-k uncertainty is ``>= threshold``; with ``renormalized``, only rows
-    whose maximum is at most ``share`` times their sum can be (the bound of
-    ``_solvers._largest_uncertain_share``). With ``accumulate``, the
-    confident rows' ``x ** alpha`` are summed per column into ``column_sums``,
-    and ``low`` entries are cleared. Returns ``(bad, small, off)``: whether
-    an entry is invalid, whether (for ``alpha > 1``) a positive entry lies
-    below ``floor``, where powers lose precision and the NumPy path computes
-    in logs, and whether a row sum is off.
+    which turns bits into values; ``infinity`` holds the bits of ``+inf``.
+    A row is low-confidence when its top-k uncertainty is ``>= threshold``
+    (its ``low`` entry is set; the others are left as they are, ``False``);
+    with ``renormalized``, only rows whose maximum is at most ``share`` times
+    their sum can be (the bound of ``_solvers._largest_uncertain_share``),
+    and the top k of the others are not sought. With ``accumulate``, the
+    confident rows' ``x ** alpha`` are summed per column into
+    ``column_sums``. Returns ``(bad, small, off)``: whether an entry is
+    invalid, whether (for ``alpha > 1``) a positive entry lies below
+    ``floor``, where powers lose precision and the NumPy path computes in
+    logs, and whether a row sum is off.
     """
-    n_classes = proba.shape[1]
+    n_rows, n_classes = proba.shape
+    totals = np.empty(n_rows)
+    largests = np.empty(n_rows, dtype=bits.dtype)
+    sums = _read(proba, bits, out, totals, largests)
+    bad, small, off = False, False, False
+    for i in range(n_rows):
+        off |= not abs(totals[i] - 1.0) <= tolerance
+        bad |= largests[i] >= infinity
+    if bad:
+        return bad, small, off
+    maxima = largests.view(proba.dtype)  # (the rows' largest entries)
     top = np.empty(max(k, 1))
     work = np.empty(n_classes)
-    # (an array of this function's own: the compiler knows that it does not
-    # overlap proba, and vectorises the sums, 1.7x faster than into the
-    # argument)
-    sums = np.zeros(n_classes)
-    bad, small, off = False, False, False
+    low_sums = np.zeros(n_classes)
     bound = share if renormalized else 0.0
-    for i in range(proba.shape[0]):
-        # (``out is None`` is settled when numba compiles: a branch between
-        # the two left in the loop slows the whole screen by 10 %)
-        if out is None:
-            total, largest = _read_row(proba[i], bits[i])
-        else:
-            total, largest = _copy_read_row(proba[i], bits[i], out[i])
-        off |= not abs(total - 1.0) <= tolerance
-        if largest >= infinity:
-            bad = True
-            continue
+    for i in range(n_rows):
+        total = totals[i]
         if not total > 0:  # (a row of zeros: flagged off; its entropy is 0/0)
             continue
-        cell[0] = largest
-        is_low = False
-        if not renormalized or np.float64(cell_value[0]) <= share * total:
-            row = proba[i]
-            is_low = (
-                _top_k(row, bits[i], largest, k, top, work, cell, cell_value, bound)
-                and _entropy(top, k, renormalized, log_n) >= threshold
-            )
-        low[i] = is_low
-        if alpha > 1:
+        if renormalized and not np.float64(maxima[i]) <= share * total:
+            continue
+        row = proba[i]
+        if _top_k(
+            row, bits[i], largests[i], k, top, work, cell, cell_value, bound
+        ) and (_entropy(top, k, renormalized, log_n) >= threshold):
+            low[i] = True
+            for j in range(n_classes):
+                low_sums[j] += row[j]
+    if alpha > 1:
+        for i in range(n_rows):
             for j in range(n_classes):
                 if 0 < proba[i, j] < floor:
                     small = True
-        if accumulate and not is_low:
+    if not accumulate:
+        return bad, small, off
+    # The confident rows' column sums are those of every row (summed in the
+    # sweep) less those of the low rows, a few percent. The difference loses
+    # at most a bit or two to cancellation unless the low rows hold half of a
+    # column's mass, where the confident rows are summed again (from cache).
+    exact = alpha == 1
+    for j in range(n_classes):
+        exact &= low_sums[j] <= 0.5 * sums[j]
+    if exact:
+        for j in range(n_classes):
+            column_sums[j] = sums[j] - low_sums[j]
+        return bad, small, off
+    # (an array of this function's own: vectorised, see _read)
+    confident = np.zeros(n_classes)
+    for i in range(n_rows):
+        if not low[i]:
             if alpha == 1:
                 for j in range(n_classes):
-                    sums[j] += proba[i, j]
+                    confident[j] += proba[i, j]
             else:
                 for j in range(n_classes):
-                    sums[j] += np.float64(proba[i, j]) ** alpha
-    column_sums[:] = sums
+                    confident[j] += np.float64(proba[i, j]) ** alpha
+    column_sums[:] = confident
     return bad, small, off
 
 
@@ -256,24 +270,26 @@ _PREFETCH = (
 
 
 @intrinsic
-def _prefetch(typingctx, matrix, row):
-    """Ask for the cache line of ``matrix[row, 0]`` (any layout: by its strides).
+def _prefetch(typingctx, matrix, row, column, write):
+    """Ask for the cache line of ``matrix[row, column]`` (any layout: by its strides).
 
-    A hint (LLVM's ``llvm.prefetch``: a read, kept in every cache level),
-    which does not fault and changes no value; a no-op on machines without
-    such an instruction. The processor's own prefetching fetches the rest
-    of a row of a C-contiguous matrix once its first lines are read.
+    A hint (LLVM's ``llvm.prefetch``: kept in every cache level; for a
+    ``write``, a literal boolean, the line is asked for to be written), which
+    does not fault and changes no value; a no-op on machines without such an
+    instruction.
     """
-    signature = numba.types.void(matrix, row)
+    if not isinstance(write, numba.types.BooleanLiteral):
+        return None
+    signature = numba.types.void(matrix, row, column, write)
 
     def codegen(context, builder, signature, args):
-        matrix_type, row_type = signature.args
+        matrix_type, row_type, column_type, _ = signature.args
         array = context.make_array(matrix_type)(context, builder, args[0])
-        first = context.cast(builder, args[1], row_type, numba.types.intp)
-        zero = context.get_constant(numba.types.intp, 0)
-        address = cgutils.get_item_pointer(
-            context, builder, matrix_type, array, [first, zero]
-        )
+        index = [
+            context.cast(builder, value, kind, numba.types.intp)
+            for value, kind in zip(args[1:3], (row_type, column_type), strict=True)
+        ]
+        address = cgutils.get_item_pointer(context, builder, matrix_type, array, index)
         byte_pointer = ir.PointerType(ir.IntType(8))
         integer = ir.IntType(32)
         function = cgutils.get_or_insert_function(
@@ -281,17 +297,28 @@ def _prefetch(typingctx, matrix, row):
             ir.FunctionType(ir.VoidType(), [byte_pointer, integer, integer, integer]),
             _PREFETCH,
         )
-        # (read, locality 3: every cache level, data cache)
-        flags = [ir.Constant(integer, value) for value in (0, 3, 1)]
+        # (read or write, locality 3: every cache level, data cache)
+        flags = (int(write.literal_value), 3, 1)
+        flags = [ir.Constant(integer, value) for value in flags]
         builder.call(function, [builder.bitcast(address, byte_pointer), *flags])
         return context.get_dummy_value()
 
     return signature, codegen
 
 
-# How many rows ahead :func:`_correct` asks for a row (measured on 200,000 x
-# 100 float32 with 6 % of the rows corrected: 2.9 ms without, 1.3 ms with 2,
-# 1.5 ms with 4, 2.2 ms with 8).
+@numba.njit(cache=True, nogil=True, inline="always")
+def _prefetch_row(matrix, row, write):
+    """:func:`_prefetch` each cache line of row ``row`` of C-contiguous ``matrix``."""
+    step = max(1, 64 // matrix.itemsize)
+    for column in range(0, matrix.shape[1], step):
+        _prefetch(matrix, row, column, write)
+
+
+# How many rows ahead :func:`_correct` asks for a row, every cache line of it
+# (measured on 200,000 x 100 float32 at the defaults, 5.6 % of the rows
+# corrected, one thread, within a call: 2.2 ms asking for the first line of
+# each row only, two rows ahead; 1.6-1.7 ms for whole rows 1, 2, 4 or 8
+# rows ahead).
 _AHEAD = 2
 
 
@@ -306,16 +333,16 @@ def _correct(proba, out, rows, column_sums, prior, alpha, lost):
     path, in logs). Each row is read whole before its result is written, so
     ``out`` may be ``proba`` itself. The rows are scattered over the batch,
     beyond the reach of the processor's own prefetching, so the row
-    ``_AHEAD`` places on (in ``proba`` and in ``out``) is asked for before
-    this one is computed.
+    ``_AHEAD`` places on (in ``proba`` and in ``out``, every cache line) is
+    asked for before this one is computed.
     """
     n_classes = proba.shape[1]
     values = np.empty(n_classes)
     for position in range(rows.shape[0]):
         i = rows[position]
         if position + _AHEAD < rows.shape[0]:
-            _prefetch(proba, rows[position + _AHEAD])
-            _prefetch(out, rows[position + _AHEAD])
+            _prefetch_row(proba, rows[position + _AHEAD], False)
+            _prefetch_row(out, rows[position + _AHEAD], True)
         for j in range(n_classes):
             values[j] = proba[i, j]
         if alpha != 1:  # (a loop of its own: a branch in the next one slows it 10x)
@@ -354,10 +381,10 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     # them (one read of the batch). A new output's pages are new to the
     # process: the system clears each on its first write, which costs more
     # than the copy itself (about two reads of the batch), and there NumPy's
-    # copy (a memcpy) of the task's rows before the screen is faster (0.3
-    # of a pass on 200,000 x 100 float32, the screen then reading the rows
-    # from the cache). Either way the copy is shared out with the screen
-    # rather than run beside it.
+    # copy (a memcpy) of the task's rows before the screen is faster (by
+    # 0.6-0.9 of a pass on 200,000 x 100 float32 in one thread, the screen
+    # then reading the rows from the cache). Either way the copy is shared
+    # out with the screen rather than run beside it.
     # Taking tasks in turn balances the threads when another process holds
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))

@@ -126,6 +126,26 @@ def test_exact_zeros_ones_ties_and_absent_classes(monkeypatch, dtype):
         assert np.all(compiled[:, [3, 7]] == 0)
 
 
+def test_a_column_held_by_the_low_rows(monkeypatch):
+    """The kernel sums every row's columns in its one sweep and takes the low
+    rows' sums off. Where the low rows hold nearly all of a column (here
+    20,000 low rows hold 99.99% of class 2's mass, the confident rows the
+    rest, 1e-5 a row), the difference would lose four digits to cancellation:
+    the confident rows are summed again there, and the result agrees with the
+    NumPy path's direct sum to rounding."""
+    rng = np.random.default_rng(5)
+    low = np.tile([0.4995, 0.4995, 0.001], (20_000, 1))
+    confident = np.zeros((2_000, 3))
+    confident[:, 2] = rng.uniform(0, 2e-5, 2_000)
+    confident[:, 1] = 0.01
+    confident[:, 0] = 1 - confident[:, 1:].sum(axis=1)
+    proba = rng.permutation(np.vstack([low, confident]))
+    compiled, numpy = both_paths(monkeypatch, proba, np.full(3, 1 / 3), k=2, tau=0.9)
+    assert_same(compiled, numpy)
+    held = np.isclose(proba[:, 2], 0.001)
+    assert not np.allclose(compiled[held], proba[held])  # (the low rows moved)
+
+
 @pytest.mark.parametrize("n_classes, k", [(20, 20), (40, 16), (40, 17), (7, 7)])
 def test_large_k_up_to_all_classes(monkeypatch, n_classes, k):
     """k = n_classes, and k on either side of the kernel's switch to a sort."""
