@@ -226,12 +226,22 @@ def _screen(
     work = np.empty(n_classes)
     low_sums = np.zeros(n_classes)
     bound = share if renormalized else 0.0
+    # The candidates: rows that are not zeros (flagged off; their entropy is
+    # 0 / 0) and, with renormalized, whose maximum the bound does not show
+    # confident. Each is read again for its top k, from the cache: the row
+    # _AHEAD candidates on is asked for first (1.83-1.86 passes for the
+    # screen of 200,000 x 100 float32 against 1.91-1.95 without).
+    candidates = np.empty(n_rows, dtype=np.intp)
+    n_candidates = 0
     for i in range(n_rows):
         total = totals[i]
-        if not total > 0:  # (a row of zeros: flagged off; its entropy is 0/0)
-            continue
-        if renormalized and not np.float64(maxima[i]) <= share * total:
-            continue
+        if total > 0 and (not renormalized or np.float64(maxima[i]) <= share * total):
+            candidates[n_candidates] = i
+            n_candidates += 1
+    for position in range(n_candidates):
+        if position + _AHEAD < n_candidates:
+            _prefetch_row(proba, candidates[position + _AHEAD], False)
+        i = candidates[position]
         row = proba[i]
         if _top_k(
             row, bits[i], largests[i], k, top, work, cell, cell_value, bound
@@ -338,7 +348,8 @@ def _prefetch_row(matrix, row, write):
     _prefetch(matrix, row, matrix.shape[1] - 1, write)
 
 
-# How many rows ahead :func:`_correct` asks for a row, every cache line of it
+# How many rows ahead :func:`_correct` (and :func:`_screen`, among its
+# candidates) asks for a row, every cache line of it
 # (measured on 200,000 x 100 float32 at the defaults, 11,120 rows corrected,
 # one thread, the caches emptied first: 3.0 ms without asking, 2.4-2.5 ms
 # asking for the first line of each row two rows ahead, 1.8-1.9 ms for whole
