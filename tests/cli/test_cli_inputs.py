@@ -265,6 +265,9 @@ _KNOWN = ["adapt", "nan.npy", "--prior", PRIOR, "--method", "known", "--test-pri
         ],
         ["calibrate", "nan.npy", "--fit-outputs", "good.npy", "--fit-labels"]
         + ["labels.npy", "-o", "out.npy"],
+        [*_KNOWN, PRIOR],
+        ["calibrate", "nan.npy", "--fit-outputs", "good.npy", "--fit-labels"]
+        + ["labels.npy"],
     ],
 )
 def test_a_bad_row_first_met_writing_out_of_core_is_an_input_error(
@@ -272,7 +275,8 @@ def test_a_bad_row_first_met_writing_out_of_core_is_an_input_error(
 ):
     """Out of core, a run whose fit read other files meets OUTPUTS' bad rows
     only while writing --output or the report: the same one-line error as in
-    memory, not a traceback (exit 1), and no output left."""
+    memory, not a traceback (exit 1), and no output left. Without either, a
+    pass of its own checks them (it exited 0, the file never read)."""
     monkeypatch.chdir(folder)
     for extra in ([], ["--out-of-core"]):
         code = main([*argv, *extra])
