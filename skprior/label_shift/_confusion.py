@@ -102,9 +102,11 @@ def bbse_test_prior(proba, confusion, *, projection=DEFAULT_BBSE_PROJECTION):
     More than 3,000 classes are refused (the solve grows as :math:`K^3`: 42 s
     at 3,000); :func:`estimate_test_prior` costs :math:`O(nK)` per pass.
 
-    A class never predicted on the held-out data makes a zero row of ``C``;
-    the system is then singular and ``lstsq`` returns the minimum-norm
-    solution: the estimate is still defined but less reliable.
+    A class never predicted on the held-out data makes a zero row of ``C``,
+    and classes that the hard predictions do not tell apart make dependent
+    columns; the system is then singular and ``lstsq`` returns the
+    minimum-norm solution: the estimate is still defined but partly
+    arbitrary, and a warning says so.
 
     On the label-shift benchmark (``benchmarks/bench_label_shift.py``) the two
     mappings differ only where the estimate goes negative (strong shifts);
@@ -340,6 +342,28 @@ def _warn_if_unseen(held_out_prior, method):
         )
 
 
+def _warn_if_unidentified(rank, held_out_prior):
+    """Warn when ``C`` is singular beyond its zero columns (warned apart).
+
+    The batch's prediction frequencies then fix the weights only up to the
+    null space of ``C``: some classes are not told apart by the model's hard
+    predictions, or one is never predicted on the held-out data (a zero
+    row), and ``lstsq``'s least-norm solution sets that part arbitrarily.
+    """
+    seen = int(np.count_nonzero(held_out_prior > 0))
+    if rank < seen:
+        warn_user(
+            f"BBSE: the confusion matrix has rank {rank} for {seen} classes with "
+            f"held-out rows: the model's hard predictions do not tell some "
+            f"classes apart, or never name one on the held-out data (a zero "
+            f"row), so the batch's predictions do not determine the test prior, "
+            f"and the estimate (least squares of least norm) is partly "
+            f"arbitrary. Use estimate_test_prior (EM on the posteriors), or "
+            f"rlls_test_prior with reg > 0, which pulls the estimate towards "
+            f"the held-out prior."
+        )
+
+
 def bbse_from_frequencies(frequencies, confusion, projection="clip"):
     """Solve ``C w = mu`` (least squares) and map ``w * q_held_out`` to a prior.
 
@@ -358,7 +382,8 @@ def bbse_from_frequencies(frequencies, confusion, projection="clip"):
     held_out_prior = confusion.sum(axis=0)
     _warn_if_unseen(held_out_prior, "BBSE")
     with single_blas_thread():  # (see rlls_from_frequencies)
-        weights, *_ = np.linalg.lstsq(confusion, frequencies, rcond=None)
+        weights, _, rank, _ = np.linalg.lstsq(confusion, frequencies, rcond=None)
+    _warn_if_unidentified(rank, held_out_prior)
     if projection == "simplex":
         return project_to_simplex(weights * held_out_prior)
     prior = np.maximum(weights, 0.0) * held_out_prior

@@ -413,7 +413,9 @@ def test_many_classes_finish_quickly():
     confusion = joint_confusion_matrix(proba, y)
     half = rng.permutation(len(y))[:n_classes]  # (no shift: a random half)
     assert not label_shift_test(proba[half], proba).shifted
-    prior = bbse_test_prior(proba[half], confusion)
+    # (two rows a class: some class is never predicted, a zero row of C)
+    with pytest.warns(UserWarning, match="the confusion matrix has rank"):
+        prior = bbse_test_prior(proba[half], confusion)
     assert prior.shape == (n_classes,) and abs(prior.sum() - 1) < 1e-9
     with pytest.raises(
         ValueError, match="RLLS takes at most 1,000.*estimate_test_prior"
@@ -438,6 +440,25 @@ def test_class_missing_from_the_held_out_labels_warns(cifar10, estimate):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         function(batch, full)
+
+
+def test_bbse_with_a_singular_confusion_matrix_warns(cifar10):
+    """A class never predicted on the held-out data (a zero row of C), or
+    classes that the hard predictions do not tell apart (dependent columns),
+    leave the weights free along the null space of C: lstsq's least-norm
+    solution sets that part arbitrarily (a constant C gave the uniform prior
+    for any batch). That was documented only; a warning now says so."""
+    proba, labels = cifar10
+    held_out = np.flatnonzero(proba[:5000].argmax(axis=1) != 9)
+    confusion = joint_confusion_matrix(proba[held_out], labels[held_out])
+    assert np.all(confusion[9] == 0) and np.all(confusion.sum(axis=0) > 0)
+    with pytest.warns(UserWarning, match="rank 9 for 10 classes with held-out"):
+        bbse_test_prior(proba[5000:], confusion)
+    constant = np.full((3, 3), 1 / 9)
+    batch = np.eye(3)[[0, 0, 0, 1]]
+    with pytest.warns(UserWarning, match="rank 1 for 3 classes"):
+        prior = bbse_test_prior(batch, constant)
+    np.testing.assert_allclose(prior, 1 / 3)  # (whatever the batch holds)
 
 
 def test_bbse_from_fewer_rows_than_classes_warns():
