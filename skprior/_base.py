@@ -39,6 +39,7 @@ from skprior._utils._array_api import get_namespace, namespace_of, to_host
 from skprior._utils._constraints import CONSTRAINTS
 from skprior._utils._sklearn_compat import _fit_context, _num_samples
 from skprior._utils._validation import (
+    _precision_dtype,
     as_labels,
     check_prior,
     check_proba,
@@ -368,13 +369,21 @@ class BasePriorClassifier(
         proba = self._call_inner("predict_proba", X)
         name = f"{type(self.estimator_).__name__}.predict_proba(X)"
         # (with array API dispatch, checked on its device and left there)
-        proba = check_proba(proba, name=name, min_classes=1)
-        if proba.shape[1] != self._n_classes():
+        checked = check_proba(proba, name=name, min_classes=1)
+        if checked.shape[1] != self._n_classes():
             raise ValueError(
-                f"{name} has {proba.shape[1]} columns but the model has "
+                f"{name} has {checked.shape[1]} columns but the model has "
                 f"{self._n_classes()} classes."
             )
-        return proba
+        if str(_precision_dtype(proba, checked)) in ("float16", "bfloat16"):
+            # A model's float16 (or bfloat16) rows, checked at their own
+            # precision and made float64 (float32), sum to one within a few
+            # 1e-4 only: divided by their sums, so that the array functions
+            # behind the wrapper, which check them at the new dtype's
+            # tolerance, take them (they refused every such model's batch).
+            xp, _ = get_namespace(checked)
+            checked = checked / xp.sum(checked, axis=1, keepdims=True)
+        return checked
 
     def _call_inner(self, method, X):
         """``self.estimator_.<method>(X)``, its refusal of ``X`` named as such.

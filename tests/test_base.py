@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -24,6 +24,7 @@ from sklearn.svm import SVC
 from skprior import (
     CANClassifier,
     PriorAdaptedClassifier,
+    TemperatureCalibratedClassifier,
 )
 from tests._wrappers import CONFIGURATIONS, make
 
@@ -666,3 +667,54 @@ def test_n_iter_is_that_of_the_fit_settings(data, fitted_model):
     second = clone(first).fit(X_val, y_val)
     second.set_params(max_iter=3, tol=0.1, solver="squarem")
     assert second.n_iter_ == first.n_iter_ > 3
+
+
+class RowsModel(ClassifierMixin, BaseEstimator):
+    """A fitted model whose ``predict_proba`` returns its input rows, in ``dtype``."""
+
+    def __init__(self, dtype=np.float64):
+        self.dtype = dtype
+
+    def fit(self, X, y):
+        self.classes_ = np.arange(3)
+        return self
+
+    def predict_proba(self, X):
+        return np.asarray(X, dtype=self.dtype)
+
+
+@pytest.mark.parametrize(
+    "wrapper, call",
+    [
+        (lambda m: CANClassifier(m), "predict_proba"),
+        (lambda m: PriorAdaptedClassifier(m), "predict_proba"),
+        (lambda m: PriorAdaptedClassifier(m), "estimate_prior"),
+        (lambda m: PriorAdaptedClassifier(m, shift_level=None), "predict_proba"),
+        (lambda m: PriorAdaptedClassifier(m), "update_prior"),
+        (lambda m: PriorAdaptedClassifier(m, online="cumulative"), "update_prior"),
+        (lambda m: PriorAdaptedClassifier(m, online="fth"), "update_prior"),
+        (lambda m: TemperatureCalibratedClassifier(m), "predict_proba"),
+    ],
+)
+def test_a_float16_model(wrapper, call):
+    """A model's float16 rows sum to one within a few 1e-4: the wrapper checked
+    them at float16's tolerance and handed them, made float64, to array
+    functions that check at float64's, which refused every batch (and a
+    stream had counted it first). They are divided by their sums: the
+    wrapper gives what it gives a float64 model of those rows."""
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), 2000)
+    y = np.array([rng.choice(3, p=row) for row in proba])
+    rows = proba.astype(np.float16).astype(np.float64)
+    rows /= rows.sum(axis=1, keepdims=True)
+    assert np.abs(rows.sum(axis=1) - 1).max() < 1e-12
+    batch = np.flatnonzero(y == 0)[:300]  # (shifted: the estimate runs)
+    results = []
+    for X, dtype in ((proba, np.float16), (rows, np.float64)):
+        fitted = wrapper(RowsModel(dtype).fit(X, y)).fit(X, y)
+        result = getattr(fitted, call)(X[batch])
+        if call == "update_prior":
+            assert fitted.n_seen_ == batch.size
+            result = fitted.online_prior_
+        results.append(np.asarray(result))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-10, atol=1e-13)
