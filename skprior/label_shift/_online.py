@@ -9,8 +9,6 @@ their own namespace. :class:`OnlineMixin` gives the wrapper the methods
 ``update_prior``, ``predict_proba_online`` and ``reset_prior`` over it.
 """
 
-import warnings
-
 import numpy as np
 from scipy.special import expit
 from sklearn.utils.validation import check_is_fitted
@@ -18,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from skprior._utils._array_api import working_dtype_results
 from skprior._utils._constraints import check_level
 from skprior._utils._options import DEFAULT_BBSE_PROJECTION
+from skprior._utils._validation import warn_user
 from skprior._utils._validation_arrays import on_host
 from skprior.label_shift._aggregate import AggregatingPrior
 from skprior.label_shift._confusion import (
@@ -200,11 +199,16 @@ class StreamState:
 
     @working_dtype_results()  # (the stream's state stays float64)
     def update(self, est, proba):
-        """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``."""
+        """Add the checked batch ``proba`` (any namespace) of the wrapper ``est``.
+
+        Returns the cumulative tracker's warning (else None), for the caller
+        to give once the wrapper's state is whole: raised as an error in the
+        middle of the update, it left the batch counted in part.
+        """
         n_rows = proba.shape[0]
         if proba.shape[1] == 1:  # (one class: its prior is 1, whatever the rows)
             self.n_seen += n_rows
-            return
+            return None
         # What can raise on the wrapper's settings runs before the state
         # changes (a call that raised on set_params(shift_level=2.0) or
         # max_iter=-1 had counted the batch in n_seen and the shift test):
@@ -242,19 +246,18 @@ class StreamState:
         elif isinstance(self.tracker, AggregatingPrior):
             self.prior = on_host(self.tracker.update(proba).prior_)
         elif isinstance(self.tracker, CumulativePrior):
-            with warnings.catch_warnings():
-                if not self.shifted:
-                    # (predict_proba_online keeps its start, the fit rows'
-                    # prior, until the stream is found shifted, but for the
-                    # weight of the first rows: a noisy estimate is used at
-                    # most at that weight, rho W / (1 + rho W), 0.09 before
-                    # any evidence)
-                    warnings.filterwarnings(
-                        "ignore", "The stream's prior", category=UserWarning
-                    )
-                self.prior = on_host(self.tracker.update(proba).prior_)
+            message = self.tracker.update_quietly(proba)
+            self.prior = on_host(self.tracker.prior_)
+            # (predict_proba_online keeps its start, the fit rows' prior,
+            # until the stream is found shifted, but for the weight of the
+            # first rows: a noisy estimate is used at most at that weight,
+            # rho W / (1 + rho W), 0.09 before any evidence. No
+            # warnings.catch_warnings here: entered at each update, it
+            # clears the registry that shows a warning once.)
+            return message if self.shifted else None
         elif self.tracker is not None:
             self.prior = on_host(self.tracker.update(estimate).prior_)
+        return None
 
     def _batch_estimate(self, est, proba):
         """``s_t`` of the drift trackers: the method's estimate of one batch.
@@ -370,8 +373,10 @@ class OnlineMixin:
         """
         self._check_unchanged(stream=True)
         proba = self._inner_proba(X)
-        self._stream.update(self, proba)
+        message = self._stream.update(self, proba)
         self._publish_stream(proba)
+        if message is not None:  # (once the state is whole)
+            warn_user(message)
         return self
 
     def predict_proba_online(self, X):

@@ -274,6 +274,17 @@ class CumulativePrior:
             When the MLE (``dirichlet_alpha=1``) comes from fewer rows than
             classes: it is mostly noise, near a vertex of the simplex.
         """
+        message = self.update_quietly(proba)
+        if message is not None:
+            warn_user(message)
+        return self
+
+    def update_quietly(self, proba):
+        """:meth:`update`, returning its warning's text (else None) instead.
+
+        For a caller that gives it once its own state is whole (the wrapper's
+        stream).
+        """
         xp, _ = get_namespace(proba)
         proba = check_proba(proba)
         n_classes = len(self.train_prior)
@@ -327,17 +338,6 @@ class CumulativePrior:
                 self.n_seen_ + n_classes * concentration
             )
             self._prior = updated / updated.sum()
-        if self.n_seen_ < n_classes and concentration == 0:
-            # (either branch: with a budget below the number of classes the
-            # on-line step runs on such a stream too)
-            warn_user(
-                f"The stream's prior is the maximum-likelihood estimate from "
-                f"{self.n_seen_} row(s) for {n_classes} classes: mostly noise "
-                f"(from a single row, the vertex of the class with the largest "
-                f"p_k / q_k), and posteriors adjusted to it come out near "
-                f"one-hot. Adjust only once the stream holds more rows than "
-                f"classes, or use dirichlet_alpha > 1 (MAP)."
-            )
         leaving = rows.shape[0] - self.budget
         if leaving > 0:
             self._folded = self._folded + responsibility_sums(
@@ -348,7 +348,21 @@ class CumulativePrior:
         # (a Dask window is computed once, so that its graph does not grow)
         self._window = rows.persist() if is_dask(xp) else rows
         self.prior_ = like(self._prior, proba)
-        return self
+        if self.n_seen_ < n_classes and concentration == 0:
+            # (either branch: with a budget below the number of classes the
+            # on-line step runs on such a stream too. Given once the state
+            # is whole: under warnings as errors the batch is counted once.
+            # The same words at each batch, which Python's filter shows once:
+            # a stream of single rows over 100 classes warned 99 times.)
+            return (
+                f"The stream's prior is the maximum-likelihood estimate from "
+                f"fewer rows than its {n_classes} classes: mostly noise "
+                f"(from a single row, the vertex of the class with the largest "
+                f"p_k / q_k), and posteriors adjusted to it come out near "
+                f"one-hot. Adjust only once the stream holds more rows than "
+                f"classes, or use dirichlet_alpha > 1 (MAP)."
+            )
+        return None
 
 
 class FollowTheHistory:
