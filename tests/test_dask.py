@@ -727,3 +727,18 @@ def test_filtered_sample_weight_of_unknown_chunk_sizes():
         )
         for a, b in zip(da.compute(*got), expected, strict=True):
             np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6)
+
+
+def test_a_row_of_minus_inf_logits_is_named_by_its_row_in_the_array():
+    """The lazy check of each block gives its error the array's row number,
+    but matched "row" only: "Row 45 of logits is -inf in every column" came
+    out as "Row 5" from the third 20-row chunk. Both cases now."""
+    from skprior import softmax_temperature
+
+    logits = np.random.default_rng(0).normal(size=(60, 4))
+    logits[45] = -np.inf
+    with pytest.raises(ValueError, match="Row 45 of logits is -inf"):
+        softmax_temperature(logits, 1.0)
+    lazy = softmax_temperature(da.from_array(logits, chunks=20), 1.0)
+    with pytest.raises(ValueError, match="Row 45 of logits is -inf"):
+        lazy.compute()

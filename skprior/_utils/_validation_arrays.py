@@ -228,8 +228,11 @@ def _checked_block(block, check, name, options, block_info=None):
     except ValueError as exc:
         start = block_info[0]["array-location"][0][0] if block_info else 0
         # (the check counts the block's rows: its message gets the array's)
+        # (and "Row 45 of logits is -inf in every column": both cases)
         message = re.sub(
-            r"\brow (\d+)", lambda m: f"row {int(m.group(1)) + start}", str(exc)
+            r"\b([Rr]ow) (\d+)",
+            lambda m: f"{m.group(1)} {int(m.group(2)) + start}",
+            str(exc),
         )
         raise ValueError(message) from exc
     return block
