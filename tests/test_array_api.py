@@ -499,7 +499,7 @@ def test_labels_and_weights_of_another_library_refused():
             lambda: fit_temperature(
                 torch.asarray(logits), y, sample_weight=da.ones(100, chunks=50)
             ),
-            "sample_weight is a dask array and the data a torch",
+            "sample_weight is an array of dask and the data one of torch",
         ),
         (
             lambda: fit_temperature(

@@ -202,8 +202,8 @@ def _same_library(values, like, name, like_name):
     xp = namespace_of(values)
     if xp is not None and xp is not namespace_of(like):
         raise TypeError(
-            f"{name} is a {type(values).__module__.partition('.')[0]} array and "
-            f"{like_name} a {type(like).__module__.partition('.')[0]} array: pass "
+            f"{name} is an array of {type(values).__module__.partition('.')[0]} "
+            f"and {like_name} one of {type(like).__module__.partition('.')[0]}: pass "
             f"{name} as an array of the same library as {like_name}, or as a "
             f"NumPy array."
         )
