@@ -13,6 +13,7 @@ label's columns.
 """
 
 import pickle
+import sys
 import warnings
 from functools import partial
 
@@ -861,3 +862,22 @@ def test_per_label_refuses_a_matrix_without_labels_clearly():
         per_label(alternating_normalization, np.zeros((4, 0)), np.zeros(0))
     with pytest.raises(ValueError, match=r"proba is empty \(shape \(0, 3\)\)"):
         per_label(alternating_normalization, np.zeros((0, 3)), np.full(3, 0.5))
+
+
+def test_a_labels_warning_points_at_the_callers_line():
+    """Each label's warnings are given again, naming the label, from a context
+    manager: they pointed at contextlib.py (its __exit__ runs the manager),
+    not at the caller's line as every other warning does, so filters by
+    module or line missed them."""
+    from sklearn.datasets import make_multilabel_classification
+
+    X, Y = make_multilabel_classification(900, 6, n_classes=3, random_state=0)
+    forest = RandomForestClassifier(30, random_state=0).fit(X[:300], Y[:300])
+    wrapper = PriorAdaptedClassifier(forest, max_iter=2).fit(X[300:600], Y[300:600])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        wrapper.predict_proba(X[600:])
+    labelled = [w for w in caught if "(label " in str(w.message)]
+    assert labelled
+    assert {(w.filename, w.lineno) for w in labelled} == {(__file__, line)}

@@ -6,6 +6,7 @@ messages that name the argument, the float dtype of another library's array,
 and the lazy check of each block of a Dask array.
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -32,11 +33,14 @@ def warn_user(message, category=UserWarning):
     through another of its functions, an estimator or scikit-learn's
     parameter validation.
     """
-    # (stacklevel=1 is this function, 2 its caller: sys._getframe(1))
+    # (stacklevel=1 is this function, 2 its caller: sys._getframe(1); the
+    # frames of contextlib's __exit__ are skipped too, which run a context
+    # manager of the package, such as the one that names a label's warnings)
     frame, level = sys._getframe(1), 2
     while frame is not None and (
         frame.f_code.co_filename.startswith(_PACKAGE_DIR)
         or frame.f_code.co_filename.endswith(_WRAPPER_FILES)
+        or frame.f_code.co_filename == contextlib.__file__
     ):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
