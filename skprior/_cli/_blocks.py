@@ -412,6 +412,11 @@ def finish(args, before, after, labels, say):
     if args.output is None and labels is None:
         with library_errors():
             after.sum(axis=0).compute()
+    # (the report first, as in memory: an interrupt during it left the
+    # output already replaced, with the command exiting "interrupted")
+    if labels is not None:
+        with library_errors():
+            _report(before, after, labels)
     if args.output is not None:
         from skprior._utils._npy_blocks import store_lazy
 
@@ -424,7 +429,4 @@ def finish(args, before, after, labels, say):
                 f"written (a partial result is removed)."
             ) from exc
         say(args, f"wrote {args.output} block by block")
-    if labels is not None:
-        with library_errors():
-            _report(before, after, labels)
     return 0

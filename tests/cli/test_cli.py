@@ -1032,3 +1032,38 @@ def test_closed_stdout_is_not_a_bug(files, capsys, monkeypatch, tmp_path):
     pipe._file.close()
     assert code == 141
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["can", "adapt"])
+def test_an_interrupt_during_the_report_out_of_core_leaves_the_output(
+    files, capsys, monkeypatch, tmp_path, command
+):
+    """Out of core the output was renamed into place before the --labels
+    report was computed: Ctrl-C during the report exited 130 ("interrupted")
+    with the earlier -o file already replaced, where the guide promises it
+    is left as it was. The report now comes first, as in memory."""
+    from skprior._cli import _blocks
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_blocks, "_report", interrupted)
+    paths, _ = files
+    output = tmp_path / "out.npy"
+    np.save(output, np.arange(6))
+    extra = ["--shift-level", "1"] if command == "adapt" else []
+    code, _, stderr = run(
+        capsys,
+        command,
+        paths["test"],
+        "--prior-from-labels",
+        paths["val_labels"],
+        "--labels",
+        paths["test_labels"],
+        "-o",
+        output,
+        "--out-of-core",
+        *extra,
+    )
+    assert code == 130 and "interrupted" in stderr
+    np.testing.assert_array_equal(np.load(output), np.arange(6))
