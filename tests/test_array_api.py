@@ -489,7 +489,7 @@ def test_labels_and_weights_of_another_library_refused():
     cases = [
         (
             lambda: fit_temperature(torch.asarray(logits), da.from_array(y)),
-            "y is a dask",
+            "y is an array of dask",
         ),
         (
             lambda: joint_confusion_matrix(torch.asarray(proba), da.from_array(y)),
@@ -505,7 +505,7 @@ def test_labels_and_weights_of_another_library_refused():
             lambda: fit_temperature(
                 da.from_array(logits, chunks=50), y, sample_weight=torch.ones(100)
             ),
-            "sample_weight is a torch",
+            "sample_weight is an array of torch",
         ),
     ]
     for call, message in cases:
