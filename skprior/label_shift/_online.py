@@ -246,7 +246,7 @@ class StreamState:
         elif isinstance(self.tracker, AggregatingPrior):
             self.prior = on_host(self.tracker.update(proba).prior_)
         elif isinstance(self.tracker, CumulativePrior):
-            message = self.tracker.update_quietly(proba)
+            message = self.tracker._update_quietly(proba)
             self.prior = on_host(self.tracker.prior_)
             # (predict_proba_online keeps its start, the fit rows' prior,
             # until the stream is found shifted, but for the weight of the

@@ -274,12 +274,12 @@ class CumulativePrior:
             When the MLE (``dirichlet_alpha=1``) comes from fewer rows than
             classes: it is mostly noise, near a vertex of the simplex.
         """
-        message = self.update_quietly(proba)
+        message = self._update_quietly(proba)
         if message is not None:
             warn_user(message)
         return self
 
-    def update_quietly(self, proba):
+    def _update_quietly(self, proba):
         """:meth:`update`, returning its warning's text (else None) instead.
 
         For a caller that gives it once its own state is whole (the wrapper's
