@@ -35,7 +35,9 @@ machine compiles.
 """
 
 import math
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from queue import Empty, SimpleQueue
 
 import numba
@@ -481,12 +483,43 @@ def _threads():
     return THREADS or max(1, min(numba.config.NUMBA_NUM_THREADS, 8))
 
 
+def _workers(n_workers):
+    """The ``n_workers`` threads kept for the calls of this process.
+
+    Started on the first call that needs them and woken by the next (BLAS
+    and numba's own pools keep theirs too): a thread's start costs a call of
+    20,000 x 100 float32 a fifth of a millisecond, a fifth of its time (best
+    of 30: 0.82-0.84 ms against 1.00-1.22 ms, `bench_can_passes.py --rows
+    20000`).
+    """
+    global _kept
+    with _kept_lock:
+        size, pool = _kept
+        if size != n_workers:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = ThreadPoolExecutor(n_workers, thread_name_prefix="skprior-can")
+            _kept = n_workers, pool
+        return pool
+
+
+def _forget_workers():
+    """In a forked child: the parent's threads are not there (start anew)."""
+    global _kept, _kept_lock
+    _kept, _kept_lock = (0, None), threading.Lock()
+
+
+_forget_workers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
 def _in_turn(tasks, work):
     """Run ``work(task)`` for each of ``tasks``, in threads that take them in turn.
 
-    At most :func:`_threads` threads, this one included. Raises the first
-    exception raised, once every thread has ended (none takes a new task
-    after it).
+    At most :func:`_threads` threads, this one included (the others kept,
+    :func:`_workers`). Raises the first exception raised, once every thread
+    has ended its task (none takes a new task after it).
     """
     queue = SimpleQueue()
     for task in tasks:
@@ -504,16 +537,19 @@ def _in_turn(tasks, work):
             except BaseException as error:  # (re-raised in the calling thread)
                 errors.append(error)
 
-    n_threads = min(len(tasks), _threads())
-    threads = [threading.Thread(target=take) for _ in range(n_threads - 1)]
+    n_helpers = min(len(tasks), _threads()) - 1
+    helpers = []
     try:
-        for thread in threads:
-            thread.start()
+        for _ in range(n_helpers):
+            helpers.append(_workers(_threads() - 1).submit(take))
         take()
-    finally:
-        for thread in threads:
-            if thread.ident is not None:
-                thread.join()
+        # (a helper that has not started finds nothing left: cancelled, not
+        # waited for, as when another call keeps the threads busy)
+        wait([helper for helper in helpers if not helper.cancel()])
+    except BaseException:  # (no thread to start, an interrupt while waiting)
+        errors.append(None)  # (the helpers stop after their task)
+        wait(helpers)
+        raise
     if errors:
         raise errors[0]
 

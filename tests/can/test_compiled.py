@@ -7,8 +7,11 @@ the kernel (``COMPILED_MIN_ELEMENTS = 0``) and once with
 tests against the naive references (``test_can.py``) run on both paths too.
 """
 
+import multiprocessing
+import os
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -387,3 +390,65 @@ def test_the_environment_flag_reads_as_numbas_own(monkeypatch, value, runs):
     proba = np.tile([[0.97, 0.01, 0.01, 0.01], [0.25, 0.25, 0.25, 0.25]], (25, 1))
     alternating_normalization(proba, np.full(4, 0.25))
     assert bool(calls) == runs
+
+
+def test_the_threads_are_kept_between_calls(monkeypatch, cifar100):
+    """The helper threads of one call serve the next (none started anew),
+    and a changed thread count gets a pool of its size."""
+    proba = cifar(cifar100, np.float32)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 100 * proba[:1].nbytes)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    helpers, screen = [], _compiled._screen
+
+    def noted(*args):
+        helpers.append(threading.current_thread())
+        return screen(*args)
+
+    monkeypatch.setattr(_compiled, "_screen", noted)
+    seen, kept = [], []
+    for threads in (3, 3, 2):
+        monkeypatch.setattr(_compiled, "THREADS", threads)
+        helpers.clear()
+        alternating_normalization(proba, np.full(100, 0.01))
+        seen.append({t for t in helpers if t is not threading.main_thread()})
+        kept.append(set(_compiled._kept[1]._threads))
+    assert all(t.name.startswith("skprior-can") for t in set().union(*seen))
+    assert len(kept[0]) == 2 and kept[1] == kept[0] and seen[1] <= kept[0]
+    assert len(kept[2]) == 1 and not kept[2] & kept[0]  # (a pool of its size)
+
+
+_SCREENED_ON = []  # (the threads that ran a task, for the forked child)
+
+
+def _call_noting_threads(proba):
+    _SCREENED_ON.clear()
+    result = alternating_normalization(proba, np.full(100, 0.01))
+    return result, {thread.name for thread in _SCREENED_ON}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_child_starts_its_own_threads(monkeypatch, cifar100):
+    """A child forked after a call (multiprocessing's fork, joblib's older
+    default) has none of the parent's threads: it starts its own, which
+    share the work with its main thread, as in the parent."""
+    proba = cifar(cifar100, np.float32)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 100 * proba[:1].nbytes)
+    monkeypatch.setattr(_compiled, "THREADS", 2)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    screen = _compiled._screen
+    monkeypatch.setattr(
+        _compiled,
+        "_screen",
+        lambda *a: _SCREENED_ON.append(threading.current_thread()) or screen(*a),
+    )
+    expected, _ = _call_noting_threads(proba)
+    assert _compiled._kept[1] is not None
+    context = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (fork with threads)
+        with context.Pool(1) as pool:
+            result, names = pool.apply(_call_noting_threads, (proba,))
+    np.testing.assert_array_equal(result, expected)
+    assert any(name.startswith("skprior-can") for name in names), names
