@@ -6,11 +6,11 @@ when numba is installed. The NumPy path makes a pass over the batch for each
 operation (row maxima and row sums for the validation, the screen, the output
 copy, the column sums of the confident rows, the correction). Here:
 
-1. :func:`screen`: the threads (one per core) take the batch in tasks of a
-   few MB in turn; in each, :func:`_screen` reads the rows once
-   (:func:`_read`, copying them into a given output as it goes; a new output
-   gets NumPy's copy of the task's rows first, and the screen reads them
-   from the cache) for each row's sum (checked against 1, for the
+1. :func:`screen`: the threads (one per core, kept between calls) take the
+   batch in tasks of a few MB in turn; in each, :func:`_screen` reads the
+   rows once (:func:`_read`, copying them into a given output as it goes; a
+   new output gets NumPy's copy of the task's rows first, and the screen
+   reads them from the cache) for each row's sum (checked against 1, for the
    validation) and largest entry seen as unsigned bits (which finds every
    entry that is not a finite non-negative float, as
    ``_validation.check_proba_with_row_max`` does) and for the column sums
@@ -42,11 +42,9 @@ from queue import Empty, SimpleQueue
 
 import numba
 import numpy as np
-from llvmlite import binding, ir
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows, _row_sum_tolerance
+from skprior.can._intrinsics import _prefetch_row, level_sweep
 from skprior.can._solvers import power_floor, screen_share, tau_threshold
 
 # The threads of :func:`screen` and :func:`correct` (None: see
@@ -102,20 +100,26 @@ def _has_small(proba, floor):
     return False
 
 
-@numba.njit(cache=True, nogil=True)
+# (inlined, as _entropy: a call of a compiled function that passes arrays
+# costs numba's reference counting of each, about half of _top_k's time)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
     """The ``k`` largest entries of ``row``, largest first, into ``top``.
 
     ``largest`` is the row's largest entry seen as unsigned bits (of ``bits``,
     the row seen so), in which non-negative floats order as their values do.
-    For small ``k``, level by level: one vectorised sweep over the row (in the
-    cache) counts the entries equal to the current level and finds the
-    largest below it (the next level). A row with ties fills several places
-    at one level. Returns ``False`` (``top`` incomplete) when the places
-    filled show the row confident: the rest are at most the next level, so
-    the top k sum to at most ``filled + places left * level``, and a largest
-    entry above ``share`` times that is a renormalised share above the bound
-    of ``_solvers._largest_uncertain_share`` (``share = 0``: no such stop).
+    For small ``k``, level by level: one sweep over the row (in the cache,
+    :func:`~skprior.can._intrinsics.level_sweep`) counts the entries equal to
+    the current level and finds the two largest below it. A row with ties
+    fills several places at one level; the first below fills one place when
+    the second is smaller (else it is held twice or more, and the next sweep
+    counts it), and the second is the next level. The top 3 of a row
+    without ties takes one sweep. Returns ``False`` (``top`` incomplete) when
+    the places filled show the row confident: the rest are at most the next
+    level, so the top k sum to at most ``filled + places left * level``, and
+    a largest entry above ``share`` times that is a renormalised share above
+    the bound of ``_solvers._largest_uncertain_share`` (``share = 0``: no such
+    stop).
     """
     if k > _LEVELS_K:
         for j in range(row.shape[0]):
@@ -126,21 +130,24 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
         return True
     filled, level, total = 0, largest, 0.0
     while filled < k:
-        count, below = 0, bits.dtype.type(0)
-        for j in range(bits.shape[0]):
-            count += bits[j] == level
-            below = max(below, bits[j] if bits[j] < level else bits.dtype.type(0))
+        count, first, second = level_sweep(bits, level)
+        if count == 0:  # (cannot happen: k <= n_classes)
+            break
         cell[0] = level
         for _ in range(min(count, k - filled)):
             top[filled] = cell_value[0]
             total += top[filled]
             filled += 1
-        if count == 0:  # (cannot happen: k <= n_classes)
-            break
-        level = below
+        level = first
+        if first > second and filled < k:  # (first is held once)
+            cell[0] = first
+            top[filled] = cell_value[0]
+            total += top[filled]
+            filled += 1
+            level = second
         cell[0] = level
         left = k - filled
-        if share and left and top[0] > share * (total + left * cell_value[0]):
+        if share and top[0] > share * (total + left * cell_value[0]):
             return False
         # Fewer than k entries are >= the last level, so some entry is below
         # it: the last place needs no sweep of its own.
@@ -150,7 +157,7 @@ def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _entropy(top, k, renormalized, log_n):
     """Normalised entropy of the ``k`` values of ``top`` (in [0, 1])."""
     total = 1.0
@@ -289,67 +296,6 @@ def _sum(values):
     return total
 
 
-# LLVM's prefetch intrinsic, named for its pointer type (opaque from LLVM 15).
-_PREFETCH = (
-    "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
-)
-
-
-@intrinsic
-def _prefetch(typingctx, matrix, row, column, write):
-    """Ask for the cache line of ``matrix[row, column]`` (any layout: by its strides).
-
-    A hint (LLVM's ``llvm.prefetch``: kept in every cache level; for a
-    ``write``, a literal boolean, the line is asked for to be written), which
-    does not fault and changes no value; a no-op on machines without such an
-    instruction.
-    """
-    if not isinstance(write, numba.types.BooleanLiteral):
-        return None
-    signature = numba.types.void(matrix, row, column, write)
-
-    def codegen(context, builder, signature, args):
-        matrix_type, row_type, column_type, _ = signature.args
-        array = context.make_array(matrix_type)(context, builder, args[0])
-        index = [
-            context.cast(builder, value, kind, numba.types.intp)
-            for value, kind in zip(args[1:3], (row_type, column_type), strict=True)
-        ]
-        address = cgutils.get_item_pointer(context, builder, matrix_type, array, index)
-        byte_pointer = ir.PointerType(ir.IntType(8))
-        integer = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.VoidType(), [byte_pointer, integer, integer, integer]),
-            _PREFETCH,
-        )
-        # (read or write, locality 3: every cache level, data cache)
-        flags = (int(write.literal_value), 3, 1)
-        flags = [ir.Constant(integer, value) for value in flags]
-        builder.call(function, [builder.bitcast(address, byte_pointer), *flags])
-        return context.get_dummy_value()
-
-    return signature, codegen
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _prefetch_row(matrix, row, write):
-    """:func:`_prefetch` each cache line of row ``row`` of ``matrix``.
-
-    A line's worth of entries apart from the first, and the last entry,
-    whose line the steps miss where the row does not start on a line. For
-    a matrix that is not C-contiguous (an ``out=`` in Fortran order), whose
-    row is spread over as many lines as it has entries, the first only.
-    """
-    if not matrix.flags.c_contiguous:
-        _prefetch(matrix, row, 0, write)
-        return
-    step = max(1, 64 // matrix.itemsize)
-    for column in range(0, matrix.shape[1], step):
-        _prefetch(matrix, row, column, write)
-    _prefetch(matrix, row, matrix.shape[1] - 1, write)
-
-
 # How many rows ahead :func:`_correct` (and :func:`_screen`, among its
 # candidates) asks for a row, every cache line of it
 # (measured on 200,000 x 100 float32 at the defaults, 11,120 rows corrected,
@@ -416,12 +362,11 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     # The batch goes in tasks of TASK_BYTES, which the threads take in turn.
     # Into a given ``out``, each task's rows are copied as the screen reads
     # them (one read of the batch). A new output's pages are new to the
-    # process: the system clears each on its first write, which costs more
-    # than the copy itself (about two reads of the batch), and there NumPy's
-    # copy (a memcpy) of the task's rows before the screen is faster (by
-    # 0.6-0.9 of a pass on 200,000 x 100 float32 in one thread, the screen
-    # then reading the rows from the cache). Either way the copy is shared
-    # out with the screen rather than run beside it.
+    # process: the system clears each on its first write, and there NumPy's
+    # copy (a memcpy) of the task's rows before the screen is faster (3.52
+    # passes with the screen's read on 200,000 x 100 float32 in one thread,
+    # against 3.76 copying as the screen reads). Either
+    # way the copy is shared out with the screen rather than run beside it.
     # Taking tasks in turn balances the threads when another process holds
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
