@@ -343,9 +343,14 @@ def alternating_normalization_counts(
         pristine = out is None or out is not proba
         if compiled and reference is None and n_iter == 1 and not small:
             # The closed form over the low rows; those that lost digits are
-            # left as they were and redone below (in logs).
+            # left as they were and redone below (in logs). (Read from out,
+            # which the screen has filled with proba's rows, where it is in C
+            # order: each row's lines are then fetched once, 0.32 of a pass
+            # against 0.48 on 200,000 x 100 float32, 5.6% of rows low, one
+            # thread.)
             rows = np.flatnonzero(low)
-            lost = module.correct(proba, out, rows, column_sums, prior, alpha)
+            source = out if out.flags.c_contiguous else proba
+            lost = module.correct(source, out, rows, column_sums, prior, alpha)
             n_low, n_reference = rows.size, proba.shape[0] - rows.size
             if lost.size:
                 redo = np.zeros_like(low)
