@@ -348,29 +348,31 @@ def _correct(proba, out, rows, column_sums, prior, alpha, lost):
 # Linux backs a large array with huge pages (2 MB, transparent huge pages,
 # which NumPy asks for) only in the whole, aligned 2 MB ranges of its
 # allocation, and memcpy is fastest between equal offsets within a page.
-_HUGE_PAGE, _PAGE = 2**21, 4096
+# Arrays under 32 MB, glibc's largest threshold for a mapping of their own,
+# come from its heap once one has been freed, their pages already mapped.
+_HUGE_PAGE, _PAGE, _OWN_MAPPING = 2**21, 4096, 2**25
 
 
 def _empty_for_copy(proba):
     """A new array like C-contiguous ``proba``, laid out to be copied into fast.
 
-    NumPy's own allocation (``np.empty_like``) starts at a page boundary
-    plus 16 bytes: on average 1 MB at each end lies outside a whole aligned
-    2 MB range and gets 4 KB pages, each cleared by the system in a fault of
-    its own (600 faults for 80 MB against 40, about 2 us each on this
-    machine). Here the array starts at ``proba``'s offset within a page, past
-    the first 2 MB boundary of an allocation 4 MB + 4 KB longer; the ends are
-    never written, so the system gives them no memory. The task-by-task copy
-    of 200,000 x 100 float32 and its read by the screen, one thread: 2.84
-    ``proba.sum()`` passes against 3.52 into ``np.empty_like`` (2.86 with the
-    array at the boundary itself: the copy's offsets then differ). A view of
-    a larger uint8 buffer (``.base``); arrays under 4 MB are NumPy's own.
-    Where the system has no such pages, the same copy, and 4 MB more of
-    address space that no page backs.
+    NumPy's own allocation (``np.empty_like``) of 32 MB or more is a mapping
+    of its own that starts at a page boundary plus 16 bytes: on average 1 MB
+    before the first 2 MB boundary gets 4 KB pages, each cleared by the
+    system in a fault of its own (about 2 us each on this machine). Here the
+    array starts at ``proba``'s offset within a page, past the first 2 MB
+    boundary of an allocation 2 MB + 4 KB longer, whose head is never
+    written, so the system gives it no memory (resident memory as NumPy's).
+    The copy of 200,000 x 100 float32 in one thread: 1.97-1.99
+    ``proba.sum()`` passes against 2.25-2.27 into ``np.empty_like``; in 4 MB
+    tasks, each read by the screen after its copy, 2.84 against 3.52 (2.86
+    with the array at the boundary itself: the copy's offsets then differ).
+    A view of a larger uint8 buffer (``.base``). Where the system has no
+    such pages, the same copy, and 2 MB more of address space.
     """
-    if proba.nbytes < 2 * _HUGE_PAGE:
+    if proba.nbytes < _OWN_MAPPING:
         return np.empty_like(proba)
-    buffer = np.empty(proba.nbytes + 2 * _HUGE_PAGE + _PAGE, dtype=np.uint8)
+    buffer = np.empty(proba.nbytes + _HUGE_PAGE + _PAGE, dtype=np.uint8)
     start = -buffer.ctypes.data % _HUGE_PAGE + proba.ctypes.data % _PAGE
     data = buffer[start : start + proba.nbytes]
     return data.view(proba.dtype).reshape(proba.shape)

@@ -456,20 +456,22 @@ def test_a_forked_child_starts_its_own_threads(monkeypatch, cifar100):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_new_output_is_laid_out_for_the_copy(monkeypatch, cifar100, dtype):
-    """A new output of 4 MB or more starts at the input's offset within a
+    """A new output of 32 MB or more starts at the input's offset within a
     page, just past a 2 MB boundary (its pages huge throughout, its copy
     between equal offsets); a smaller one is NumPy's own array."""
     monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 5 * 2**20)  # (a small batch)
     monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
     rows = cifar100[0].astype(dtype)
-    proba = np.tile(rows, (-(-(5 * 2**20) // rows.nbytes), 1))[1:]  # (offset 400)
+    proba = np.tile(rows, (-(-(6 * 2**20) // rows.nbytes), 1))[1:]  # (offset 400)
     prior = np.full(100, 0.01)
     result = alternating_normalization(proba, prior)
     offset = proba.ctypes.data % 4096
     assert offset == result.ctypes.data % 4096
     assert (result.ctypes.data - offset) % 2**21 == 0
+    assert result.base.nbytes <= proba.nbytes + 2**21 + 4096
     assert result.flags.c_contiguous and result.flags.writeable
     assert result.shape == proba.shape and result.dtype == proba.dtype
     np.testing.assert_array_equal(result, alternating_normalization(proba, prior))
-    small = alternating_normalization(rows[:1000], prior)
+    small = alternating_normalization(proba[: proba.shape[0] // 2], prior)
     assert small.flags.owndata
