@@ -526,7 +526,10 @@ def _in_turn(tasks, work):
     helpers = []
     try:
         for _ in range(n_helpers):
-            helpers.append(_workers(_threads() - 1).submit(take))
+            try:
+                helpers.append(_workers(_threads() - 1).submit(take))
+            except RuntimeError:  # (at the interpreter's exit: this thread alone)
+                break
         take()
         # (a helper that has not started finds nothing left: cancelled, not
         # waited for, as when another call keeps the threads busy)

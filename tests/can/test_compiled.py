@@ -475,3 +475,29 @@ def test_a_new_output_is_laid_out_for_the_copy(monkeypatch, cifar100, dtype):
     np.testing.assert_array_equal(result, alternating_normalization(proba, prior))
     small = alternating_normalization(proba[: proba.shape[0] // 2], prior)
     assert small.flags.owndata
+
+
+def test_a_call_at_the_interpreters_exit():
+    """The kept threads are shut down at the interpreter's exit, before
+    ``atexit`` functions run: a call from one of those runs in its own
+    thread (it raised "cannot schedule new futures after shutdown")."""
+    code = (
+        "import atexit, numpy as np\n"
+        "from skprior.can import _can, _compiled\n"
+        "from skprior import alternating_normalization\n"
+        "_can.COMPILED_MIN_ELEMENTS, _compiled.TASK_BYTES = 0, 4000\n"
+        "_compiled.THREADS = 2\n"
+        "p = np.random.default_rng(0).dirichlet(np.full(10, 0.3), 2000)\n"
+        "first = alternating_normalization(p, np.full(10, 0.1))\n"
+        "atexit.register(lambda: print(np.array_equal(\n"
+        "    alternating_normalization(p, np.full(10, 0.1)), first)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SKPRIOR_NO_NUMBA"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "True", result.stderr
