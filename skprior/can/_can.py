@@ -220,9 +220,9 @@ def alternating_normalization(
     compiled kernel, which also computes ``d = 1`` (the same values to
     rounding), in one thread per core (at most 8, kept between calls; the
     environment variable ``NUMBA_NUM_THREADS`` sets fewer, as joblib's
-    workers do). A new result of 32 MB or more is then a view (``.base``)
+    workers do). A new result of 64 MB or more is then a view (``.base``)
     of a buffer 2 MB longer, laid out so that the system backs it with huge
-    pages throughout. The first such call of a process imports numba (about
+    pages from its start. The first such call of a process imports numba (about
     a second), the first on a machine also compiles the kernel (seconds, and
     about a second more at the first call into an ``out`` other than
     ``proba``; the machine code is cached).

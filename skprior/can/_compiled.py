@@ -1,19 +1,21 @@
-"""CAN on NumPy arrays in one read and one copy: compiled kernels (numba).
+"""CAN on NumPy arrays in one read and one copy: the compiled kernel's calls.
 
 Optional: imported on the first call of
 :func:`skprior.alternating_normalization` that can use it (``_can.py``), only
 when numba is installed. The NumPy path makes a pass over the batch for each
 operation (row maxima and row sums for the validation, the screen, the output
-copy, the column sums of the confident rows, the correction). Here:
+copy, the column sums of the confident rows, the correction). Here (the
+functions that numba compiles are in ``_kernels.py``, this module runs
+them):
 
 1. :func:`screen`: the threads (one per core, kept between calls) take the
-   batch in tasks of a few MB in turn; in each, :func:`_screen` reads the
-   rows once (:func:`_read`, copying them into a given output as it goes; a
-   new output, laid out for it by :func:`_empty_for_copy`, gets NumPy's
-   copy of the task's rows first, and the screen reads them from the
-   cache) for each row's sum (checked against 1, for the validation) and
-   largest entry seen as unsigned bits (which finds every entry that is
-   not a finite non-negative float, as
+   batch in tasks of a few MB in turn; in each, ``_kernels._screen`` reads
+   the rows once (``_kernels._read``, copying them into a given output as
+   it goes; a new output, laid out for it by :func:`_empty_for_copy`, gets
+   NumPy's copy of the task's rows first, and the screen reads them there,
+   from the cache) for each row's sum (checked against 1, for the
+   validation) and largest entry seen as unsigned bits (which finds every
+   entry that is not a finite non-negative float, as
    ``_validation.check_proba_with_row_max`` does) and for the column sums
    of every row. Then, from those figures, it finds the top-k uncertainty
    of the rows that the row-maximum bound does not already show confident
@@ -31,11 +33,10 @@ lose digits) continues on the NumPy path from the screened batch
 the same formulas in the same order within a row); sums add their terms in
 another order, so results agree to rounding (float64 1e-15, float32 one
 rounding), not bit for bit. ``cache=True`` stores the machine code beside
-this file (or in numba's user cache directory): only the first run on a
-machine compiles.
+``_kernels.py`` (or in numba's user cache directory): only the first run on
+a machine compiles.
 """
 
-import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -45,7 +46,7 @@ import numba
 import numpy as np
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows, _row_sum_tolerance
-from skprior.can._intrinsics import _prefetch_row, level_sweep
+from skprior.can._kernels import _correct, _screen
 from skprior.can._solvers import power_floor, screen_share, tau_threshold
 
 # The threads of :func:`screen` and :func:`correct` (None: see
@@ -54,309 +55,20 @@ from skprior.can._solvers import power_floor, screen_share, tau_threshold
 THREADS = None
 TASK_BYTES = 2**22
 
-# Largest k whose top k are found level by level (k sweeps over the row in
-# the cache); above, the row is sorted (k near n_classes, rare).
-_LEVELS_K = 16
-
-
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-def _read(proba, bits, out, totals, largests, sums):
-    """One sweep over the rows: their sums, maxima and (optionally) column sums.
-
-    Writes each row's float64 sum into ``totals`` and its largest entry seen
-    as unsigned bits (of ``bits``, ``proba`` seen so) into ``largests``;
-    copies each row into ``out`` as it reads it, unless ``out`` is None, and
-    writes the float64 column sums of every row into ``sums``, unless it is
-    None (both settled when numba compiles). Reassociation lets the sums be
-    vectorised (the only arithmetic here), and the column sums go into an
-    array of this function's own, which the compiler knows does not overlap
-    ``proba`` (1.7x faster than into an argument). One sweep for all: a
-    second sweep over each row, even from the cache, costs a fifth of a pass
-    on 200,000 x 100 float32.
-    """
-    own = np.zeros(proba.shape[1] if sums is not None else 0)
-    for i in range(proba.shape[0]):
-        total, largest = 0.0, bits[i, 0]
-        for j in range(proba.shape[1]):
-            value = proba[i, j]
-            if out is not None:
-                out[i, j] = value
-            total += np.float64(value)
-            largest = max(largest, bits[i, j])
-            if sums is not None:
-                own[j] += np.float64(value)
-        totals[i] = total
-        largests[i] = largest
-    if sums is not None:
-        sums[:] = own
-
-
-@numba.njit(cache=True, nogil=True)
-def _has_small(proba, floor):
-    """Whether an entry of ``proba`` lies in ``(0, floor)``."""
-    for i in range(proba.shape[0]):
-        for j in range(proba.shape[1]):
-            if 0 < proba[i, j] < floor:
-                return True
-    return False
-
-
-# (inlined, as _entropy: a call of a compiled function that passes arrays
-# costs numba's reference counting of each, about half of _top_k's time)
-@numba.njit(cache=True, nogil=True, inline="always")
-def _top_k(row, bits, largest, k, top, work, cell, cell_value, share):
-    """The ``k`` largest entries of ``row``, largest first, into ``top``.
-
-    ``largest`` is the row's largest entry seen as unsigned bits (of ``bits``,
-    the row seen so), in which non-negative floats order as their values do.
-    For small ``k``, level by level: one sweep over the row (in the cache,
-    :func:`~skprior.can._intrinsics.level_sweep`) counts the entries equal to
-    the current level and finds the two largest below it. A row with ties
-    fills several places at one level; the first below fills one place when
-    the second is smaller (else it is held twice or more, and the next sweep
-    counts it), and the second is the next level. The top 3 of a row
-    without ties takes one sweep. Returns ``False`` (``top`` incomplete) when
-    the places filled show the row confident: the rest are at most the next
-    level, so the top k sum to at most ``filled + places left * level``, and
-    a largest entry above ``share`` times that is a renormalised share above
-    the bound of ``_solvers._largest_uncertain_share`` (``share = 0``: no such
-    stop).
-    """
-    if k > _LEVELS_K:
-        for j in range(row.shape[0]):
-            work[j] = row[j]
-        work.sort()
-        for j in range(k):
-            top[j] = work[row.shape[0] - 1 - j]
-        return True
-    filled, level, total = 0, largest, 0.0
-    while filled < k:
-        count, first, second = level_sweep(bits, level)
-        if count == 0:  # (cannot happen: k <= n_classes)
-            break
-        cell[0] = level
-        for _ in range(min(count, k - filled)):
-            top[filled] = cell_value[0]
-            total += top[filled]
-            filled += 1
-        level = first
-        if first > second and filled < k:  # (first is held once)
-            cell[0] = first
-            top[filled] = cell_value[0]
-            total += top[filled]
-            filled += 1
-            level = second
-        cell[0] = level
-        left = k - filled
-        if share and top[0] > share * (total + left * cell_value[0]):
-            return False
-        # Fewer than k entries are >= the last level, so some entry is below
-        # it: the last place needs no sweep of its own.
-        if filled == k - 1:
-            top[filled] = cell_value[0]
-            filled += 1
-    return True
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _entropy(top, k, renormalized, log_n):
-    """Normalised entropy of the ``k`` values of ``top`` (in [0, 1])."""
-    total = 1.0
-    if renormalized:
-        total = 0.0
-        for j in range(k):
-            total += top[j]
-    entropy = 0.0
-    for j in range(k):
-        share = top[j] / total if renormalized else top[j]
-        if share > 0:
-            entropy -= share * math.log(share)
-    return min(entropy / log_n, 1.0)
-
-
-@numba.njit(cache=True, nogil=True)
-def _screen(
-    proba,
-    bits,
-    out,
-    low,
-    column_sums,
-    cell,
-    cell_value,
-    infinity,
-    k,
-    share,
-    log_n,
-    threshold,
-    renormalized,
-    accumulate,
-    alpha,
-    floor,
-    tolerance,
-):
-    """One read of ``proba`` from memory: its copy, row sums, low rows, column sums.
-
-    ``bits`` is ``proba`` seen as unsigned integers, whose row maximum is
-    ``>= bits(+inf)`` exactly when the row holds a NaN, an infinity or a
-    negative number (-0.0 included): then the first value returned is
-    ``True`` and nothing else is computed (the caller raises, or takes the
-    NumPy path). Each row is copied into ``out`` as it is read (by
-    :func:`_read`), unless ``out`` is None. A row whose sum is more than
-    ``tolerance`` from 1 is flagged (the caller raises).
-    ``cell`` is a one-entry unsigned array and ``cell_value`` its float view,
-    which turns bits into values; ``infinity`` holds the bits of ``+inf``.
-    A row is low-confidence when its top-k uncertainty is ``>= threshold``
-    (its ``low`` entry is set; the others are left as they are, ``False``);
-    with ``renormalized``, only rows whose maximum is at most ``share`` times
-    their sum can be (the bound of ``_solvers._largest_uncertain_share``),
-    and the top k of the others are not sought. With ``accumulate``, the
-    confident rows' ``x ** alpha`` are summed per column into
-    ``column_sums``: for ``alpha = 1``, every row's sums (of the sweep) less
-    the low rows'; otherwise in a second sweep over the task (from the
-    cache), as where the difference would lose digits. Returns ``(bad,
-    small, off)``: whether an entry is invalid, whether (for ``alpha > 1``)
-    a positive entry lies below ``floor``, where powers lose precision and
-    the NumPy path computes in logs (a sweep of its own, from the cache), and
-    whether a row sum is off.
-    """
-    n_rows, n_classes = proba.shape
-    totals = np.empty(n_rows)
-    largests = np.empty(n_rows, dtype=bits.dtype)
-    by_difference = accumulate and alpha == 1
-    sums = np.zeros(n_classes)
-    _read(proba, bits, out, totals, largests, sums if by_difference else None)
-    bad, small, off = False, False, False
-    for i in range(n_rows):
-        off |= not abs(totals[i] - 1.0) <= tolerance
-        bad |= largests[i] >= infinity
-    if bad:
-        return bad, small, off
-    maxima = largests.view(proba.dtype)  # (the rows' largest entries)
-    top = np.empty(max(k, 1))
-    work = np.empty(n_classes)
-    low_sums = np.zeros(n_classes)
-    bound = share if renormalized else 0.0
-    # The candidates: rows that are not zeros (flagged off; their entropy is
-    # 0 / 0) and, with renormalized, whose maximum the bound does not show
-    # confident. Each is read again for its top k, from the cache: the row
-    # _AHEAD candidates on is asked for first (1.83-1.86 passes for the
-    # screen of 200,000 x 100 float32 against 1.91-1.95 without).
-    candidates = np.empty(n_rows, dtype=np.intp)
-    n_candidates = 0
-    for i in range(n_rows):
-        total = totals[i]
-        if total > 0 and (not renormalized or np.float64(maxima[i]) <= share * total):
-            candidates[n_candidates] = i
-            n_candidates += 1
-    for position in range(n_candidates):
-        if position + _AHEAD < n_candidates:
-            _prefetch_row(proba, candidates[position + _AHEAD], False)
-        i = candidates[position]
-        row = proba[i]
-        if _top_k(
-            row, bits[i], largests[i], k, top, work, cell, cell_value, bound
-        ) and (_entropy(top, k, renormalized, log_n) >= threshold):
-            low[i] = True
-            if by_difference:
-                for j in range(n_classes):
-                    low_sums[j] += row[j]
-    if alpha > 1:
-        small = _has_small(proba, floor)
-    if not accumulate:
-        return bad, small, off
-    # The confident rows' column sums are those of every row (summed in the
-    # sweep) less those of the low rows, a few percent. The difference loses
-    # at most a bit or two to cancellation unless the low rows hold half of a
-    # column's mass, where the confident rows are summed again (from cache).
-    for j in range(n_classes):
-        by_difference &= low_sums[j] <= 0.5 * sums[j]
-    if by_difference:
-        for j in range(n_classes):
-            column_sums[j] = sums[j] - low_sums[j]
-        return bad, small, off
-    # (an array of this function's own: vectorised, see _read)
-    confident = np.zeros(n_classes)
-    for i in range(n_rows):
-        if not low[i]:
-            if alpha == 1:
-                for j in range(n_classes):
-                    confident[j] += proba[i, j]
-            else:
-                for j in range(n_classes):
-                    confident[j] += np.float64(proba[i, j]) ** alpha
-    column_sums[:] = confident
-    return bad, small, off
-
-
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-def _sum(values):
-    """The sum of a float64 vector, vectorised (in some order of the terms)."""
-    total = 0.0
-    for j in range(values.shape[0]):
-        total += values[j]
-    return total
-
-
-# How many rows ahead :func:`_correct` (and :func:`_screen`, among its
-# candidates) asks for a row, every cache line of it
-# (measured on 200,000 x 100 float32 at the defaults, 11,120 rows corrected,
-# one thread, the caches emptied first: 3.0 ms without asking, 2.4-2.5 ms
-# asking for the first line of each row two rows ahead, 1.8-1.9 ms for whole
-# rows; whole rows 1, 4 or 8 ahead within 0.1 ms of 2).
-_AHEAD = 2
-
-
-@numba.njit(cache=True, nogil=True)
-def _correct(proba, out, rows, column_sums, prior, alpha, lost):
-    """CAN with one iteration on ``proba[rows]``, written to ``out[rows]``.
-
-    As ``_solvers._one_step`` computes it: ``b**alpha / (C + b**alpha)``
-    (``0 / 0 = 0``), times the prior, times the inverse of its sum. A row
-    whose result does not sum to one within 1e-6 (digits lost) is not
-    written and is marked in ``lost`` (the caller redoes it on the NumPy
-    path, in logs). Each row is read whole before its result is written, so
-    ``out`` may be ``proba`` itself. The rows are scattered over the batch,
-    beyond the reach of the processor's own prefetching, so the row
-    ``_AHEAD`` places on (in ``proba`` and in ``out``, every cache line) is
-    asked for before this one is computed.
-    """
-    n_classes = proba.shape[1]
-    values = np.empty(n_classes)
-    for position in range(rows.shape[0]):
-        i = rows[position]
-        if position + _AHEAD < rows.shape[0]:
-            _prefetch_row(proba, rows[position + _AHEAD], False)
-            _prefetch_row(out, rows[position + _AHEAD], True)
-        for j in range(n_classes):
-            values[j] = proba[i, j]
-        if alpha != 1:  # (a loop of its own: a branch in the next one slows it 10x)
-            for j in range(n_classes):
-                values[j] = values[j] ** alpha
-        for j in range(n_classes):
-            denominator = values[j] + column_sums[j]
-            denominator = denominator if denominator != 0 else 1.0
-            values[j] = values[j] / denominator * prior[j]
-        scale = 1.0 / _sum(values)
-        for j in range(n_classes):
-            values[j] *= scale
-        lost[position] = not abs(_sum(values) - 1.0) <= 1e-6
-        if not lost[position]:
-            for j in range(n_classes):
-                out[i, j] = values[j]
-
 
 # Linux backs a large array with huge pages (2 MB, transparent huge pages,
 # which NumPy asks for) only in the whole, aligned 2 MB ranges of its
 # allocation, and memcpy is fastest between equal offsets within a page.
 # Arrays under 32 MB, glibc's largest threshold for a mapping of their own,
-# come from its heap once one has been freed, their pages already mapped.
-_HUGE_PAGE, _PAGE, _OWN_MAPPING = 2**21, 4096, 2**25
+# come from its heap once one has been freed, their pages already mapped;
+# the layout starts at 64 MB, where its 2 MB are 3% of the array or less.
+_HUGE_PAGE, _PAGE, _OWN_MAPPING = 2**21, 4096, 2**26
 
 
 def _empty_for_copy(proba):
     """A new array like C-contiguous ``proba``, laid out to be copied into fast.
 
-    NumPy's own allocation (``np.empty_like``) of 32 MB or more is a mapping
+    NumPy's own allocation (``np.empty_like``) of 64 MB or more is a mapping
     of its own that starts at a page boundary plus 16 bytes: on average 1 MB
     before the first 2 MB boundary gets 4 KB pages, each cleared by the
     system in a fault of its own (about 2 us each on this machine). Here the
@@ -373,7 +85,9 @@ def _empty_for_copy(proba):
     if proba.nbytes < _OWN_MAPPING:
         return np.empty_like(proba)
     buffer = np.empty(proba.nbytes + _HUGE_PAGE + _PAGE, dtype=np.uint8)
-    start = -buffer.ctypes.data % _HUGE_PAGE + proba.ctypes.data % _PAGE
+    offset = proba.ctypes.data % _PAGE
+    offset -= offset % proba.itemsize  # (an input not aligned: an output that is)
+    start = -buffer.ctypes.data % _HUGE_PAGE + offset
     data = buffer[start : start + proba.nbytes]
     return data.view(proba.dtype).reshape(proba.shape)
 
@@ -479,12 +193,14 @@ def _workers(n_workers):
     """
     global _kept
     with _kept_lock:
-        size, pool = _kept
-        if size != n_workers:
-            if pool is not None:
-                pool.shutdown(wait=False)
-            pool = ThreadPoolExecutor(n_workers, thread_name_prefix="skprior-can")
-            _kept = n_workers, pool
+        size, old = _kept
+        if size == n_workers:
+            return old
+        # (the new pool first: should it fail, the old one is still kept)
+        pool = ThreadPoolExecutor(n_workers, thread_name_prefix="skprior-can")
+        _kept = n_workers, pool
+        if old is not None:
+            old.shutdown(wait=False)
         return pool
 
 
@@ -522,21 +238,23 @@ def _in_turn(tasks, work):
             except BaseException as error:  # (re-raised in the calling thread)
                 errors.append(error)
 
-    n_helpers = min(len(tasks), _threads()) - 1
+    n_threads = _threads()  # (read once: another thread may change THREADS)
     helpers = []
     try:
-        for _ in range(n_helpers):
-            try:
-                helpers.append(_workers(_threads() - 1).submit(take))
-            except RuntimeError:  # (at the interpreter's exit: this thread alone)
-                break
+        if min(len(tasks), n_threads) > 1:
+            pool = _workers(n_threads - 1)
+            for _ in range(min(len(tasks), n_threads) - 1):
+                try:
+                    helpers.append(pool.submit(take))
+                except RuntimeError:  # (at the interpreter's exit: this thread)
+                    break
         take()
         # (a helper that has not started finds nothing left: cancelled, not
         # waited for, as when another call keeps the threads busy)
         wait([helper for helper in helpers if not helper.cancel()])
     except BaseException:  # (no thread to start, an interrupt while waiting)
         errors.append(None)  # (the helpers stop after their task)
-        wait(helpers)
+        wait([helper for helper in helpers if not helper.cancel()])
         raise
     if errors:
         raise errors[0]

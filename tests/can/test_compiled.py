@@ -456,25 +456,39 @@ def test_a_forked_child_starts_its_own_threads(monkeypatch, cifar100):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_new_output_is_laid_out_for_the_copy(monkeypatch, cifar100, dtype):
-    """A new output of 32 MB or more starts at the input's offset within a
-    page, just past a 2 MB boundary (its pages huge throughout, its copy
-    between equal offsets); a smaller one is NumPy's own array."""
-    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 5 * 2**20)  # (a small batch)
-    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    """A new output of 64 MB or more (here, of a lowered threshold) starts at
+    the input's offset within a page, just past a 2 MB boundary (its pages
+    huge, its copy between equal offsets), with the NumPy path's values; a
+    smaller one is NumPy's own array."""
+    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 5 * 2**20)
+    calls, screen = [], _compiled.screen
+    monkeypatch.setattr(
+        _compiled, "screen", lambda *a, **k: calls.append(1) or screen(*a, **k)
+    )
     rows = cifar100[0].astype(dtype)
     proba = np.tile(rows, (-(-(6 * 2**20) // rows.nbytes), 1))[1:]  # (offset 400)
     prior = np.full(100, 0.01)
-    result = alternating_normalization(proba, prior)
+    result, numpy = both_paths(monkeypatch, proba, prior)
+    assert_same(result, numpy)
     offset = proba.ctypes.data % 4096
     assert offset == result.ctypes.data % 4096
     assert (result.ctypes.data - offset) % 2**21 == 0
     assert result.base.nbytes <= proba.nbytes + 2**21 + 4096
     assert result.flags.c_contiguous and result.flags.writeable
-    assert result.shape == proba.shape and result.dtype == proba.dtype
-    np.testing.assert_array_equal(result, alternating_normalization(proba, prior))
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "")
     small = alternating_normalization(proba[: proba.shape[0] // 2], prior)
-    assert small.flags.owndata
+    assert small.flags.owndata and len(calls) == 2  # (the kernel's own call)
+
+
+def test_an_input_not_aligned_gets_an_aligned_output(monkeypatch):
+    """An input whose address is not a multiple of its itemsize (a view of
+    a buffer at an odd offset) gets an output that is aligned."""
+    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 2**20)
+    buffer = np.zeros(8 * 300_000 + 4, dtype=np.uint8)
+    proba = np.frombuffer(buffer.data, dtype=np.float64, offset=4).reshape(-1, 100)
+    assert not proba.flags.aligned
+    out = _compiled._empty_for_copy(proba)
+    assert out.flags.aligned and out.shape == proba.shape and out.dtype == proba.dtype
 
 
 def test_a_call_at_the_interpreters_exit():
@@ -501,3 +515,19 @@ def test_a_call_at_the_interpreters_exit():
         env=env,
     )
     assert result.returncode == 0 and result.stdout.strip() == "True", result.stderr
+
+
+def test_the_thread_count_is_read_once_per_call(monkeypatch, cifar100):
+    """``THREADS`` changed by another thread during a call (here: the count
+    reads 3, then 1) does not reach the pool half-read (a pool of 0 threads
+    raised ValueError and left the process with a shut-down pool)."""
+    proba = cifar(cifar100, np.float32)
+    monkeypatch.setattr(_compiled, "TASK_BYTES", 100 * proba[:1].nbytes)
+    monkeypatch.setattr(_can, "COMPILED_MIN_ELEMENTS", 0)
+    monkeypatch.delenv("SKPRIOR_NO_NUMBA", raising=False)
+    counts = iter([3])
+    monkeypatch.setattr(_compiled, "_threads", lambda: next(counts, 1))
+    result = alternating_normalization(proba, np.full(100, 0.01))
+    monkeypatch.setenv("SKPRIOR_NO_NUMBA", "1")
+    expected = alternating_normalization(proba, np.full(100, 0.01))
+    assert_same(result, expected)

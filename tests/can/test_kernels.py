@@ -1,4 +1,4 @@
-"""The LLVM-level pieces of CAN's kernel (``skprior/can/_intrinsics.py``).
+"""The LLVM-level pieces of CAN's kernel (``skprior/can/_kernels.py``).
 
 :func:`level_sweep` against a naive reference written from its definition
 (sort the entries below the level), on rows of every length around the
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba")
-from skprior.can._intrinsics import level_sweep  # noqa: E402
+from skprior.can._kernels import level_sweep  # noqa: E402
 
 
 def naive_level_sweep(row, level):
@@ -47,3 +47,13 @@ def test_level_sweep_reads_only_the_row():
     bits = buffer.view(np.uint32)[20:40]
     count, first, second = level_sweep(bits, bits[-1])
     assert count == 1 and (first, second) == (bits[-2], bits[-3])
+
+
+@pytest.mark.parametrize("unsigned", [np.uint8, np.uint16])
+def test_level_sweep_refuses_narrow_integers(unsigned):
+    """Only the bits of float32 or float64: the lanes count in the entries'
+    width, which 8 or 16 bits would overflow."""
+    from numba.core.errors import TypingError
+
+    with pytest.raises(TypingError):
+        level_sweep(np.zeros(300, dtype=unsigned), unsigned(0))
