@@ -221,7 +221,7 @@ def alternating_normalization(
     rounding), in one thread per core (at most 8, kept between calls; the
     environment variable ``NUMBA_NUM_THREADS`` sets fewer, as joblib's
     workers do). A new result of 64 MB or more is then a view (``.base``)
-    of a buffer 2 MB longer, laid out so that the system backs it with huge
+    of a buffer 2 MB + 4 KB longer, laid out so that the system backs it with huge
     pages from its start. The first such call of a process imports numba (about
     a second), the first on a machine also compiles the kernel (seconds, and
     about a second more at the first call into an ``out`` other than

@@ -22,7 +22,10 @@ from skprior import alternating_normalization
 from skprior._utils._validation import _row_sum_tolerance
 from skprior.can import _can
 
-pytest.importorskip("numba")
+try:  # (ImportError too: numba installed but broken, e.g. for this NumPy)
+    import numba  # noqa: F401
+except ImportError:
+    pytest.skip("numba is not installed", allow_module_level=True)
 from skprior.can import _compiled  # noqa: E402
 
 RTOL = {np.float32: 1e-6, np.float64: 1e-12}

@@ -9,7 +9,10 @@ levels that are in the row or not.
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+try:  # (ImportError too: numba installed but broken, e.g. for this NumPy)
+    import numba  # noqa: F401
+except ImportError:
+    pytest.skip("numba is not installed", allow_module_level=True)
 from skprior.can._kernels import level_sweep  # noqa: E402
 
 
@@ -29,12 +32,22 @@ def test_level_sweep_matches_naive(dtype, unsigned, n):
     proba[::3, : n // 2] = 0.0  # (zeros)
     proba[1::4, :] = proba[1::4, :1]  # (a row of one value)
     proba[2::5, -3:] = proba[2::5, :1]  # (ties with the first entry)
+    proba[3::7, 2 % n] = proba[3::7, 1 % n]  # (a value held twice, in two lanes)
     bits = proba.view(unsigned)
     ordered = np.sort(bits, axis=1)
     for row, levels in zip(bits, ordered, strict=True):
         absent = unsigned(levels[-1] + 1)
         for level in {levels[-1], levels[-2 % n], levels[n // 2], levels[0], absent}:
             assert level_sweep(row, level) == naive_level_sweep(row, level)
+
+
+def test_a_value_held_twice_fills_both_places():
+    """The two largest below the level equal (a tie in two lanes): the
+    second place is that value again, not the next one."""
+    row = np.full(100, 0.1 / 97, dtype=np.float32)
+    row[:3] = 0.4, 0.25, 0.25
+    bits = row.view(np.uint32)
+    assert level_sweep(bits, bits[0]) == (1, bits[1], bits[2])
 
 
 def test_level_sweep_reads_only_the_row():
