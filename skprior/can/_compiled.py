@@ -239,15 +239,14 @@ def _in_turn(tasks, work):
                 errors.append(error)
 
     n_threads = _threads()  # (read once: another thread may change THREADS)
+    n_helpers = min(len(tasks), n_threads) - 1
     helpers = []
     try:
-        if min(len(tasks), n_threads) > 1:
-            pool = _workers(n_threads - 1)
-            for _ in range(min(len(tasks), n_threads) - 1):
-                try:
-                    helpers.append(pool.submit(take))
-                except RuntimeError:  # (at the interpreter's exit: this thread)
-                    break
+        for _ in range(n_helpers):
+            try:
+                helpers.append(_workers(n_threads - 1).submit(take))
+            except RuntimeError:  # (at the interpreter's exit: this thread)
+                break
         take()
         # (a helper that has not started finds nothing left: cancelled, not
         # waited for, as when another call keeps the threads busy)
@@ -269,7 +268,7 @@ def correct(proba, out, rows, column_sums, prior, alpha):
     prior = np.ascontiguousarray(prior, dtype=np.float64)
     lost = np.zeros(rows.size, dtype=bool)
     # (in parts of half the screen's tasks or more, which the threads take
-    # in turn: a corrected row costs a few copied ones; a thread is started
+    # in turn: a corrected row costs a few copied ones; a helper is woken
     # only for a few milliseconds of work or more)
     step = max(1, TASK_BYTES // 2 // max(1, proba[:1].nbytes))
     n_parts = max(1, min(4 * _threads(), rows.size // step))
