@@ -14,11 +14,16 @@ default: 80 and 400 MB):
    median says what a call usually gets). Target: <= 4 with the kernel. The kernel runs
    as it does by default ("numba": one thread per core of the process, which
    take the batch's tasks in turn, each copying its rows into the output and
-   screening them), into an output array that exists already ("out=", the
-   same array at each repeat: ``out=`` spares the system's clearing of a new
-   array's pages, about two passes) and in the calling thread alone
-   ("serial", ``_compiled.THREADS = 1``). The largest difference from the "numba" output
-   is printed too.
+   screening them; the result's buffer is one that an earlier call's result,
+   let go since, had: ``_output_memory``), with no buffer kept ("new": as a
+   first call of its size or a loop that holds every result, every output
+   in pages new to the process, which the system clears;
+   ``_output_memory.KEEP_SECONDS = 0``), into an output array that exists
+   already ("out=", the same array at each repeat) and in the calling thread
+   alone ("serial", ``_compiled.THREADS = 1``). Each call's result is held
+   until the next call's returns (``result = call()``), as a loop that
+   rebinds it does. The largest difference from the "numba" output is
+   printed too.
 2. ``--startup``: in fresh processes with an empty numba cache directory, the
    first call (numba's import and the compilation of the kernels) and then,
    with that cache filled, the first call of a new process (import and loading
@@ -59,7 +64,7 @@ from _common import best_time, busy_machine  # noqa: E402
 from bench_prior_passes import stacked_cifar100, tiled  # noqa: E402
 
 from skprior import alternating_normalization  # noqa: E402
-from skprior.can import _compiled  # noqa: E402
+from skprior.can import _compiled, _output_memory  # noqa: E402
 
 
 def with_numba(enabled):
@@ -83,6 +88,7 @@ def passes(rows, repeats, timer):
     proba, labels = stacked_cifar100()
     prior = np.bincount(labels, minlength=100) / labels.size
     alternating_normalization(proba, prior)  # (numba's import and cache load)
+    keep_seconds = _output_memory.KEEP_SECONDS
     print(
         f"{'rows':>10} {'path':>7} {'sum (ms)':>9} {'call (ms)':>10} "
         f"{'sum passes':>11} {'median':>7} {'max |numba - numpy|':>20}"
@@ -90,9 +96,11 @@ def passes(rows, repeats, timer):
     for n_rows in rows:
         big = tiled(proba, n_rows)
         outputs, buffer = {}, np.empty_like(big)
-        for path in ("numba", "out=", "serial", "numpy"):
+        for path in ("numba", "new", "out=", "serial", "numpy"):
             with_numba(path != "numpy")
             _compiled.THREADS = 1 if path == "serial" else None
+            _output_memory.KEEP_SECONDS = 0 if path == "new" else keep_seconds
+            _output_memory.release()
             out = buffer if path == "out=" else None
             sum_time, _ = timer(big.sum, max(repeats, 20))
             call_times, outputs[path] = each_time(

@@ -11,9 +11,10 @@ them):
 1. :func:`screen`: the threads (one per core, kept between calls) take the
    batch in tasks of a few MB in turn; in each, ``_kernels._screen`` reads
    the rows once (``_kernels._read``, copying them into a given output as
-   it goes; a new output, laid out for it by :func:`_empty_for_copy`, gets
-   NumPy's copy of the task's rows first, and the screen reads them there,
-   from the cache) for each row's sum (checked against 1, for the
+   it goes; a new output, laid out for it and reused once let go by
+   ``_output_memory.new_output``, gets NumPy's copy of the task's rows
+   first, and the screen reads them there, from the cache, unless its
+   pages have been written before) for each row's sum (checked against 1, for the
    validation) and largest entry seen as unsigned bits (which finds every
    entry that is not a finite non-negative float, as
    ``_validation.check_proba_with_row_max`` does) and for the column sums
@@ -46,6 +47,7 @@ import numba
 import numpy as np
 
 from skprior._utils._validation import _LOGITS_FIX, _check_rows, _row_sum_tolerance
+from skprior.can import _output_memory
 from skprior.can._kernels import _correct, _screen
 from skprior.can._solvers import power_floor, screen_share, tau_threshold
 
@@ -54,42 +56,6 @@ from skprior.can._solvers import power_floor, screen_share, tau_threshold
 # of about this many bytes).
 THREADS = None
 TASK_BYTES = 2**22
-
-
-# Linux backs a large array with huge pages (2 MB, transparent huge pages,
-# which NumPy asks for) only in the whole, aligned 2 MB ranges of its
-# allocation, and memcpy is fastest between equal offsets within a page.
-# Arrays under 32 MB, glibc's largest threshold for a mapping of their own,
-# come from its heap once one has been freed, their pages already mapped;
-# the layout starts at 64 MB, where its 2 MB are 3% of the array or less.
-_HUGE_PAGE, _PAGE, _OWN_MAPPING = 2**21, 4096, 2**26
-
-
-def _empty_for_copy(proba):
-    """A new array like C-contiguous ``proba``, laid out to be copied into fast.
-
-    NumPy's own allocation (``np.empty_like``) of 64 MB or more is a mapping
-    of its own that starts at a page boundary plus 16 bytes: on average 1 MB
-    before the first 2 MB boundary gets 4 KB pages, each cleared by the
-    system in a fault of its own (about 2 us each on this machine). Here the
-    array starts at ``proba``'s offset within a page, past the first 2 MB
-    boundary of an allocation 2 MB + 4 KB longer, whose head is never
-    written, so the system gives it no memory (resident memory as NumPy's).
-    The copy of 200,000 x 100 float32 in one thread: 1.97-1.99
-    ``proba.sum()`` passes against 2.25-2.27 into ``np.empty_like``; in 4 MB
-    tasks, each read by the screen after its copy, 2.84 against 3.52 (2.86
-    with the array at the boundary itself: the copy's offsets then differ).
-    A view of a larger uint8 buffer (``.base``). Where the system has no
-    such pages, the same copy, and 2 MB more of address space.
-    """
-    if proba.nbytes < _OWN_MAPPING:
-        return np.empty_like(proba)
-    buffer = np.empty(proba.nbytes + _HUGE_PAGE + _PAGE, dtype=np.uint8)
-    offset = proba.ctypes.data % _PAGE
-    offset -= offset % proba.itemsize  # (an input not aligned: an output that is)
-    start = -buffer.ctypes.data % _HUGE_PAGE + offset
-    data = buffer[start : start + proba.nbytes]
-    return data.view(proba.dtype).reshape(proba.shape)
 
 
 def screen(proba, k, tau, kind, alpha, accumulate, out=None):
@@ -109,19 +75,21 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     n_rows, n_classes = proba.shape
     # The batch goes in tasks of TASK_BYTES, which the threads take in turn.
     # Into a given ``out``, each task's rows are copied as the screen reads
-    # them (one read of the batch). A new output's pages are new to the
-    # process: the system clears each on its first write, and there NumPy's
-    # copy (a memcpy) of the task's rows before the screen is faster (2.84
-    # passes with the screen's read on 200,000 x 100 float32 in one thread,
-    # against 3.56 copying as the screen reads; see _empty_for_copy).
-    # Either way the copy is shared out with the screen rather than run
-    # beside it.
+    # them (one read of the batch), and so into a new output whose pages
+    # the process has written before (a buffer kept and reused, see
+    # _output_memory). Pages new to the process are cleared by the system
+    # on their first write, and there NumPy's copy (a memcpy) of the task's
+    # rows before the screen is faster (2.84 passes with the screen's read
+    # on 200,000 x 100 float32 in one thread, against 3.56 copying as the
+    # screen reads). Either way the copy is shared out with the screen
+    # rather than run beside it.
     # Taking tasks in turn balances the threads when another process holds
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
     n_tasks = -(-n_rows // step)
-    in_place, new = out is proba, out is None
-    out = _empty_for_copy(proba) if new else out
+    in_place, copy_first, given = out is proba, False, out
+    if out is None:
+        out, copy_first = _output_memory.new_output(proba)  # (copied first: new pages)
     low = np.zeros(n_rows, dtype=bool)
     column_sums = np.zeros((n_tasks, n_classes))
     flags = np.zeros((n_tasks, 3), dtype=bool)  # (bad, small, off) per task
@@ -142,17 +110,17 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     # (a new output is screened in place of proba once its rows are copied:
     # the same values, in lines the copy has just written, 0.1 of a pass
     # less in one thread)
-    read, read_bits = (out, out.view(unsigned)) if new else (proba, bits)
+    read, read_bits = (out, out.view(unsigned)) if copy_first else (proba, bits)
 
     def work(task):
         rows = slice(task * step, (task + 1) * step)
-        if new:
+        if copy_first:
             np.copyto(out[rows], proba[rows])
         cell = np.zeros(1, dtype=unsigned)
         flags[task] = _screen(
             read[rows],
             read_bits[rows],
-            None if in_place or new else out[rows],
+            None if in_place or copy_first else out[rows],
             low[rows],
             column_sums[task],
             cell,
@@ -168,6 +136,8 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
         # the kernel's order of the terms is taken, as the NumPy path takes it)
         row_sums = proba.sum(axis=1, dtype=np.float64)
         _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
+    if out is not given:  # (a result now: its buffer kept for a later call)
+        _output_memory.keep(out)
     # (the tasks' sums added in task order: the same result for any threads)
     return out, low, column_sums.sum(axis=0), small
 

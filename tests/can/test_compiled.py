@@ -20,7 +20,7 @@ from scipy.special import softmax
 
 from skprior import alternating_normalization
 from skprior._utils._validation import _row_sum_tolerance
-from skprior.can import _can
+from skprior.can import _can, _output_memory
 
 try:  # (ImportError too: numba installed but broken, e.g. for this NumPy)
     import numba  # noqa: F401
@@ -463,7 +463,7 @@ def test_a_new_output_is_laid_out_for_the_copy(monkeypatch, cifar100, dtype):
     the input's offset within a page, just past a 2 MB boundary (its pages
     huge, its copy between equal offsets), with the NumPy path's values; a
     smaller one is NumPy's own array."""
-    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 5 * 2**20)
+    monkeypatch.setattr(_output_memory, "_OWN_MAPPING", 5 * 2**20)
     calls, screen = [], _compiled.screen
     monkeypatch.setattr(
         _compiled, "screen", lambda *a, **k: calls.append(1) or screen(*a, **k)
@@ -486,11 +486,11 @@ def test_a_new_output_is_laid_out_for_the_copy(monkeypatch, cifar100, dtype):
 def test_an_input_not_aligned_gets_an_aligned_output(monkeypatch):
     """An input whose address is not a multiple of its itemsize (a view of
     a buffer at an odd offset) gets an output that is aligned."""
-    monkeypatch.setattr(_compiled, "_OWN_MAPPING", 2**20)
+    monkeypatch.setattr(_output_memory, "_OWN_MAPPING", 2**20)
     buffer = np.zeros(8 * 300_000 + 4, dtype=np.uint8)
     proba = np.frombuffer(buffer.data, dtype=np.float64, offset=4).reshape(-1, 100)
     assert not proba.flags.aligned
-    out = _compiled._empty_for_copy(proba)
+    out, _ = _output_memory.new_output(proba)
     assert out.flags.aligned and out.shape == proba.shape and out.dtype == proba.dtype
 
 
