@@ -38,6 +38,7 @@ from skprior._utils._validation import (
 )
 from skprior._utils._validation_arrays import check_out
 from skprior._utils._validation_labels import check_sample_weight
+from skprior.can import _output_memory
 from skprior.can._solvers import can_dask, can_rows, low_confidence, topk_uncertainty
 
 
@@ -222,7 +223,7 @@ def alternating_normalization(
     environment variable ``NUMBA_NUM_THREADS`` sets fewer, as joblib's
     workers do). The first such call of a process imports numba (about a
     second), the first on a machine also compiles the kernel (seconds, and
-    about a second more at the first call into an ``out`` other than
+    one to three seconds more at the first call into an ``out`` other than
     ``proba`` or into a reused buffer; the machine code is cached). The
     environment variable ``SKPRIOR_NO_NUMBA=1`` turns it off (``0`` keeps
     it on).
@@ -321,6 +322,7 @@ def alternating_normalization_counts(
     if compiled:
         module, proba, (out, low, column_sums, small) = compiled
         row_max = row_sums = None
+        screened = out  # (a new result's buffer is kept once it is returned)
     elif is_numpy:
         proba, row_max, row_sums = check_proba_with_row_max(proba)
         if out is not None:
@@ -388,6 +390,8 @@ def alternating_normalization_counts(
             f"is replaced by the prior. Lower tau, or use a reference set (the "
             f"`reference` argument, or reference='fit' in CANClassifier)."
         )
+    if compiled and destination is None and out is screened:
+        _output_memory.keep(out)  # (only a result handed out: see keep)
     return (out if destination is None else destination), n_low, n_reference
 
 

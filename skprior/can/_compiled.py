@@ -68,8 +68,9 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     column_sums, small)``: the copy of ``proba``, the low-confidence mask,
     the column sums of the confident rows (with ``accumulate``) and the flag
     of small entries. ``out``: where to copy ``proba`` (a new array if
-    ``None``; ``proba`` itself is not copied). Raises the error of
-    ``check_proba`` when a row does not sum to one.
+    ``None``, perhaps in a kept buffer: ``_output_memory.new_output``;
+    ``proba`` itself is not copied). Raises the error of ``check_proba``
+    when a row does not sum to one.
     """
     unsigned = np.uint32 if proba.dtype == np.float32 else np.uint64
     n_rows, n_classes = proba.shape
@@ -87,7 +88,7 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
     # a core (a thread that gets half a core takes fewer tasks).
     step = max(1, TASK_BYTES // max(1, proba[:1].nbytes))
     n_tasks = -(-n_rows // step)
-    in_place, copy_first, given = out is proba, False, out
+    in_place, copy_first = out is proba, False
     if out is None:
         out, copy_first = _output_memory.new_output(proba)  # (copied first: new pages)
     low = np.zeros(n_rows, dtype=bool)
@@ -136,8 +137,6 @@ def screen(proba, k, tau, kind, alpha, accumulate, out=None):
         # the kernel's order of the terms is taken, as the NumPy path takes it)
         row_sums = proba.sum(axis=1, dtype=np.float64)
         _check_rows(row_sums, None, n_classes, "proba", proba.dtype, _LOGITS_FIX)
-    if out is not given:  # (a result now: its buffer kept for a later call)
-        _output_memory.keep(out)
     # (the tasks' sums added in task order: the same result for any threads)
     return out, low, column_sums.sum(axis=0), small
 

@@ -1,8 +1,9 @@
 """The memory of CAN's large new outputs: laid out for the copy, reused once let go.
 
-Used by the compiled kernel (``_compiled.screen``) for a new output of
-``_OWN_MAPPING`` bytes or more (64 MB; 200,000 x 100 float32 is 80 MB).
-Pure NumPy; no numba here.
+Used by the compiled kernel (``_compiled.screen`` makes its new output with
+:func:`new_output`, and ``alternating_normalization`` passes it to
+:func:`keep` as it returns it), for outputs of ``_OWN_MAPPING`` bytes or more
+(64 MB; 200,000 x 100 float32 is 80 MB). Pure NumPy; no numba here.
 
 *Layout.* Linux backs a large array with huge pages (2 MB, transparent huge
 pages, which NumPy asks for) only in the whole, aligned 2 MB ranges of its
@@ -84,11 +85,12 @@ def new_output(proba):
 
 
 def keep(out):
-    """Keep the buffer of ``out`` (from :func:`new_output`, handed out now).
+    """Keep the buffer of ``out`` (from :func:`new_output`, returned now).
 
-    Only a result that is returned is kept: a call that fails, or that
-    leaves the batch to the NumPy path, lets its buffer go with ``out``.
-    Until :data:`KEEP_SECONDS` pass without a call that keeps one.
+    Called as ``alternating_normalization`` returns ``out``: only a result
+    handed out is kept, and a call that raises, or that leaves the batch to
+    the NumPy path, lets its buffer go with ``out``. Until
+    :data:`KEEP_SECONDS` pass without a call that keeps one.
     """
     buffer = out.base
     if out.nbytes < _OWN_MAPPING or not isinstance(buffer, np.ndarray):
@@ -170,7 +172,8 @@ def _arm_timer():
         return
     if _timer is not None:
         _timer.cancel()
-    seconds = max(0.0, _kept_until - time.monotonic())
+    # (at most threading's longest wait: it waits again at its end)
+    seconds = min(max(0.0, _kept_until - time.monotonic()), threading.TIMEOUT_MAX)
     timer = threading.Timer(seconds, _let_go_when_idle)
     timer.daemon = True  # (it does not hold the interpreter's exit)
     try:

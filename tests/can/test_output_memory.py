@@ -108,14 +108,16 @@ def test_only_a_buffer_of_the_same_size_is_reused():
 
 
 def test_batches_of_changing_sizes_hold_no_more_memory():
-    """A loop over batches of changing sizes holds, during a call, the
-    previous result and the new one, as without the kept buffers (it held
-    two kept free ones of other sizes too)."""
+    """A loop over batches of changing sizes holds, when a call has made its
+    new output, the previous result and the new one, as without the kept
+    buffers (it held two kept free ones of other sizes too)."""
     out, alive = None, []
     for n_rows in range(2000, 2006):
-        out, _ = new_output(proba_of(n_rows))
-        alive.append(weakref.ref(out.base))
+        new, _ = _output_memory.new_output(proba_of(n_rows))
+        alive.append(weakref.ref(new.base))
         assert sum(buffer() is not None for buffer in alive) <= 2
+        _output_memory.keep(new)
+        out = new  # noqa: F841 (held until the next call has made its output)
 
 
 def test_the_last_two_are_kept():
@@ -169,15 +171,15 @@ def test_the_timer_waits_again_while_calls_come(monkeypatch):
     another wait; without one, the buffers are let go."""
     monkeypatch.setattr(_output_memory, "KEEP_SECONDS", 30.0)
     out, _ = new_output(proba_of(2000))
-    first_timer = _output_memory._timer
-    first_timer.cancel()
-    monkeypatch.setattr(threading, "current_thread", lambda: first_timer)
-    _output_memory._let_go_when_idle()  # (as if it ended now: 30 s remain)
+    _output_memory._timer.cancel()
+    # (this thread as the timer's, at its end: 30 s remain)
+    monkeypatch.setattr(_output_memory, "_timer", threading.current_thread())
+    _output_memory._let_go_when_idle()
     second_timer = _output_memory._timer
-    assert second_timer is not first_timer and second_timer.is_alive()
+    assert second_timer is not threading.current_thread() and second_timer.is_alive()
     assert any(out.base is k for k in _output_memory._kept)
     second_timer.cancel()
-    monkeypatch.setattr(threading, "current_thread", lambda: second_timer)
+    monkeypatch.setattr(_output_memory, "_timer", threading.current_thread())
     monkeypatch.setattr(_output_memory, "_kept_until", time.monotonic() - 1)
     _output_memory._let_go_when_idle()
     assert _output_memory._kept == [] and _output_memory._timer is None
@@ -273,6 +275,14 @@ def test_the_kernel_into_a_reused_buffer(monkeypatch, cifar100, kernel, threads)
     copied as the screen reads them, task by task) gets the values a new one
     gets, and a view of an earlier result keeps its values."""
     monkeypatch.setattr(kernel, "THREADS", threads)
+    made, new_output = [], _output_memory.new_output
+
+    def noted(proba):  # (its flag only: a reference would hold the buffer)
+        out, new = new_output(proba)
+        made.append(new)
+        return out, new
+
+    monkeypatch.setattr(_output_memory, "new_output", noted)
     prior = np.full(100, 0.01)
     rows = cifar100[0][:4000].astype(np.float64)
     batches = [np.roll(rows, shift, axis=0) for shift in (0, 1, 2)]
@@ -289,6 +299,7 @@ def test_the_kernel_into_a_reused_buffer(monkeypatch, cifar100, kernel, threads)
     del held
     third = alternating_normalization(batches[2], prior)
     assert third.base is buffer()  # (let go once the view was)
+    assert made == [True, True, False]  # (the third copied as it is screened)
     np.testing.assert_allclose(second, expected[1], rtol=1e-12, atol=0)
     np.testing.assert_allclose(third, expected[2], rtol=1e-12, atol=0)
 
@@ -307,4 +318,7 @@ def test_a_result_not_returned_is_not_kept(cifar100, kernel):
     off[7] *= 1.5
     with pytest.raises(ValueError, match="sum"):
         alternating_normalization(off, np.full(100, 0.01))
+    assert _output_memory._kept == []
+    with pytest.raises(ValueError, match="prior"):  # (raised after the screen)
+        alternating_normalization(rows, np.full(99, 1 / 99))
     assert _output_memory._kept == []
