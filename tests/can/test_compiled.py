@@ -31,6 +31,13 @@ from skprior.can import _compiled  # noqa: E402
 RTOL = {np.float32: 1e-6, np.float64: 1e-12}
 
 
+@pytest.fixture(autouse=True)
+def no_kept_outputs():
+    """Each test ends with no kept output buffers (``_output_memory``)."""
+    yield
+    _output_memory.release()
+
+
 def both_paths(monkeypatch, proba, prior, **kwargs):
     """(kernel result, NumPy result, their warnings) of one call."""
     calls = []
