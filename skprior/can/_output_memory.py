@@ -98,8 +98,7 @@ def keep(out):
     global _kept_until
     with _lock:
         if not _keeps():
-            dropped = list(_kept)
-            _kept.clear()
+            dropped = _empty_kept()
         else:
             _kept.append(buffer)
             dropped = _kept[:-KEPT_OUTPUTS]
@@ -113,8 +112,7 @@ def release():
     """Let every kept buffer go now (those still in use stay their users')."""
     global _timer
     with _lock:
-        dropped = list(_kept)
-        _kept.clear()
+        dropped = _empty_kept()
         if _timer is not None:
             _timer.cancel()
         _timer = None
@@ -123,6 +121,13 @@ def release():
 
 def _keeps():
     return _REFCOUNTS and KEEP_SECONDS > 0 and KEPT_OUTPUTS > 0
+
+
+def _empty_kept():
+    """Empty the kept list (under the lock); its buffers, to be let go after it."""
+    dropped = list(_kept)
+    _kept.clear()
+    return dropped
 
 
 def _refs(buffers, index):
@@ -151,8 +156,8 @@ def _take(size):
     with _lock:
         alone = _refs([object()], 0)
         free = [i for i in range(len(_kept)) if _refs(_kept, i) <= alone]
-        for index in free:
-            if _kept[index].size == size and _keeps():
+        for index in free if _keeps() else ():
+            if _kept[index].size == size:
                 return _kept.pop(index)
         for index in reversed(free):
             dropped.append(_kept.pop(index))
@@ -196,8 +201,7 @@ def _let_go_when_idle():
         if _kept_until > time.monotonic():
             _arm_timer()
         else:
-            dropped = list(_kept)
-            _kept.clear()
+            dropped = _empty_kept()
     del dropped  # (the system gets back the memory of those let go)
 
 
