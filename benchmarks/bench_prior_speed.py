@@ -319,7 +319,7 @@ def squarem_to_optimum(n_trials=20, target=1e-6):
 
 
 def bcts_against_quapy(n_splits=3, n_batches=5, n=5_000, shifts=("none", 1.0, 0.1)):
-    """Part 3's table; returns ``{shift: (QuaPy ms, skprior ms)}``, medians per estimate."""
+    """Part 3's table; returns ``{shift: (QuaPy ms, skprior ms)}``, medians."""
     import time
 
     from quapy.method.aggregative import EMQ
