@@ -253,7 +253,8 @@ def main():
         if ratio > 1.5:
             misses.append(f"{name} busy")
         print(
-            f"| {name}: busy / quiet ({1e3 * quiet:.1f} / {1e3 * busy:.1f} ms) | "
+            f"| {name}: busy / quiet ({1e3 * quiet:.1f} ms quiet, "
+            f"{1e3 * busy:.1f} ms busy) | "
             f"10,000 | | {ratio:.2f} | <= 1.5 | {'yes' if ratio <= 1.5 else '**no**'} |"
         )
     name = "EM + BCTS: QuaPy / skprior"
