@@ -104,7 +104,7 @@ def keep(out):
             dropped = _kept[:-KEPT_OUTPUTS]
             del _kept[:-KEPT_OUTPUTS]
             _kept_until = time.monotonic() + KEEP_SECONDS
-            _arm_timer()
+            dropped += _arm_timer()
     del dropped  # (their memory freed outside the lock)
 
 
@@ -171,10 +171,11 @@ def _arm_timer():
     One timer, which waits again while calls come; a lowered
     :data:`KEEP_SECONDS` starts an earlier one. Where no thread can start
     (at the interpreter's exit, at a limit of threads), nothing is kept.
+    Returns the buffers to let go (after the lock): those, or none.
     """
     global _timer, _timer_end
     if _timer is not None and _timer_end <= _kept_until:
-        return
+        return []
     if _timer is not None:
         _timer.cancel()
     # (at most threading's longest wait: it waits again at its end)
@@ -184,10 +185,10 @@ def _arm_timer():
     try:
         timer.start()
     except RuntimeError:
-        _kept.clear()
         _timer = None
-        return
+        return _empty_kept()
     _timer, _timer_end = timer, _kept_until
+    return []
 
 
 def _let_go_when_idle():
@@ -199,7 +200,7 @@ def _let_go_when_idle():
             return  # (cancelled after it ended, or replaced)
         _timer = None
         if _kept_until > time.monotonic():
-            _arm_timer()
+            dropped = _arm_timer()
         else:
             dropped = _empty_kept()
     del dropped  # (the system gets back the memory of those let go)
